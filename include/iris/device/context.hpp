@@ -1,0 +1,109 @@
+// iris::device::Context: the handle a kernel receives to reach every rank's symmetric heap.
+//
+// Get it from the host with `ctx.device()` and pass it to kernels by value (it is small and
+// trivially copyable; `const __grid_constant__ iris::device::Context` keeps it in the parameter
+// bank). All of its functions are usable on the host as well, for pointer arithmetic.
+//
+// Translation is the core trick: a pointer into this rank's heap becomes the same object on rank
+// `to` with one multiply-add, because all ranks' heaps are mapped into one flat address range,
+// rank r's at base + r * stride. Translate once per tile, then ordinary loads and stores (or an
+// existing CuTe/CUTLASS epilogue) act on the peer's memory directly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "iris/device/detail/config.hpp"
+
+namespace iris::device {
+
+namespace detail {
+struct ErrorMailbox;  // where a timed-out device wait leaves its report (host-pinned memory)
+}
+
+class Context {
+ public:
+  Context() = default;
+
+  /// Made by iris::Context::device(); applications do not call this. `peer_bases` is null when
+  /// the heaps share one flat window (the normal case) and otherwise a device-visible table of
+  /// world_size heap bases (the cudaIpc fallback).
+  IRIS_HOST_DEVICE Context(int rank, int world_size, std::byte* heap_base, std::size_t heap_size,
+                           std::ptrdiff_t stride, std::byte* const* peer_bases,
+                           detail::ErrorMailbox* mailbox, std::uint64_t wait_timeout_ns,
+                           bool debug_checks)
+      : rank_(rank),
+        world_size_(world_size),
+        heap_base_(heap_base),
+        heap_size_(heap_size),
+        stride_(stride),
+        peer_bases_(peer_bases),
+        mailbox_(mailbox),
+        wait_timeout_ns_(wait_timeout_ns),
+        debug_checks_(debug_checks) {}
+
+  IRIS_HOST_DEVICE int rank() const { return rank_; }
+  IRIS_HOST_DEVICE int world_size() const { return world_size_; }
+  /// This rank's heap as this process sees it.
+  IRIS_HOST_DEVICE std::byte* heap_base() const { return heap_base_; }
+  /// Bytes in each rank's heap (the same on every rank).
+  IRIS_HOST_DEVICE std::size_t heap_size() const { return heap_size_; }
+  /// Distance in bytes between consecutive ranks' heaps in the flat window; 0 in table mode.
+  IRIS_HOST_DEVICE std::ptrdiff_t stride() const { return stride_; }
+  IRIS_HOST_DEVICE bool is_flat() const { return peer_bases_ == nullptr; }
+  IRIS_HOST_DEVICE std::uint64_t wait_timeout_ns() const { return wait_timeout_ns_; }
+  IRIS_HOST_DEVICE bool debug_checks() const { return debug_checks_; }
+  IRIS_HOST_DEVICE detail::ErrorMailbox* mailbox() const { return mailbox_; }
+
+  /// True when `ptr` points into this rank's heap.
+  IRIS_HOST_DEVICE bool contains(const void* ptr) const {
+    const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+    const auto base = reinterpret_cast<std::uintptr_t>(heap_base_);
+    return p >= base && p - base < heap_size_;
+  }
+
+  /// Offset of `ptr` (a pointer into this rank's heap) from the heap's start: the same number
+  /// names the same object on every rank.
+  IRIS_HOST_DEVICE std::size_t offset_of(const void* ptr) const {
+    return static_cast<std::size_t>(reinterpret_cast<const std::byte*>(ptr) - heap_base_);
+  }
+
+  /// Base of rank `to`'s heap in this process's address space.
+  IRIS_HOST_DEVICE std::byte* heap_base_of(int to) const {
+    return is_flat() ? heap_base_ + static_cast<std::ptrdiff_t>(to - rank_) * stride_
+                     : peer_bases_[to];
+  }
+
+  /// The object that `ptr` (a pointer into this rank's heap) names, on rank `to`.
+  /// Precondition: contains(ptr) and 0 <= to < world_size(); debug builds of the device API
+  /// check both (see iris/device/debug.hpp).
+  template <class T>
+  IRIS_HOST_DEVICE T* translate(T* ptr, int to) const {
+    using Byte = std::conditional_t<std::is_const_v<T>, const std::byte, std::byte>;
+    auto* p = reinterpret_cast<Byte*>(ptr);
+    if (is_flat()) return reinterpret_cast<T*>(p + static_cast<std::ptrdiff_t>(to - rank_) * stride_);
+    return reinterpret_cast<T*>(peer_bases_[to] + (p - heap_base_));
+  }
+
+  /// The object at heap offset `offset` on rank `to`.
+  template <class T>
+  IRIS_HOST_DEVICE T* at(std::size_t offset, int to) const {
+    return reinterpret_cast<T*>(heap_base_of(to) + offset);
+  }
+
+ private:
+  int rank_ = 0;
+  int world_size_ = 1;
+  std::byte* heap_base_ = nullptr;
+  std::size_t heap_size_ = 0;
+  std::ptrdiff_t stride_ = 0;
+  std::byte* const* peer_bases_ = nullptr;
+  detail::ErrorMailbox* mailbox_ = nullptr;
+  std::uint64_t wait_timeout_ns_ = 0;
+  bool debug_checks_ = false;
+};
+
+static_assert(std::is_trivially_copyable_v<Context>, "device::Context is passed to kernels by value");
+
+}  // namespace iris::device

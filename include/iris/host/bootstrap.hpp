@@ -1,0 +1,76 @@
+// Bootstrap: how the ranks of one job find each other and exchange a few bytes before (and
+// beside) the symmetric heap.
+//
+// A Bootstrap is an interface of three collectives on host bytes. Iris ships three kinds:
+//   - the rendezvous that `iris-run` serves on a Unix socket (IRIS_BOOTSTRAP=unix:@name);
+//   - a TCP rendezvous served by rank 0 for ranks started by torchrun, mpirun or srun;
+//   - FunctionBootstrap, which wraps a collective the application already has (an MPI
+//     communicator, a torch store, ...).
+// Every collective must be called by all ranks in the same order. None of them hangs forever:
+// a rank that does not arrive within the timeout gives every other rank an iris::Error that
+// names the missing ranks.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace iris {
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+
+  virtual int rank() const noexcept = 0;
+  virtual int world_size() const noexcept = 0;
+
+  /// Collective. Every rank contributes `bytes` bytes from `send`; on return `recv` holds
+  /// world_size() * bytes, rank r's contribution at offset r * bytes. `bytes` must be equal on
+  /// all ranks (a difference is reported as iris::Error(kMismatch)).
+  virtual void allgather(const void* send, void* recv, std::size_t bytes) = 0;
+
+  /// Collective. Copies `bytes` bytes at `data` on rank `root` to `data` on every rank.
+  virtual void broadcast(void* data, std::size_t bytes, int root);
+
+  /// Collective. Returns on any rank only after every rank has entered it.
+  virtual void barrier();
+};
+
+/// Adapts a collective the application already has. `allgather` must behave as
+/// Bootstrap::allgather (e.g. a lambda that calls MPI_Allgather on MPI_BYTE); broadcast and
+/// barrier are built on it.
+class FunctionBootstrap final : public Bootstrap {
+ public:
+  using AllgatherFn = std::function<void(const void* send, void* recv, std::size_t bytes)>;
+  FunctionBootstrap(int rank, int world_size, AllgatherFn allgather);
+
+  int rank() const noexcept override { return rank_; }
+  int world_size() const noexcept override { return world_size_; }
+  void allgather(const void* send, void* recv, std::size_t bytes) override;
+
+ private:
+  int rank_;
+  int world_size_;
+  AllgatherFn allgather_;
+};
+
+/// The bootstrap of a process that runs alone (world size 1).
+std::unique_ptr<Bootstrap> make_single_rank_bootstrap();
+
+/// Connects to a rendezvous at `endpoint` ("unix:@abstract-name", "unix:/path" or
+/// "tcp:host:port") as `rank` of `world_size`, presenting `secret`. Waits at most `timeout` for
+/// the rendezvous and for each later collective. A wrong secret or world size is refused by the
+/// server with an iris::Error(kBootstrap) that says which.
+std::unique_ptr<Bootstrap> connect_bootstrap(const std::string& endpoint, int rank, int world_size,
+                                             const std::string& secret,
+                                             std::chrono::nanoseconds timeout);
+
+/// Chooses the bootstrap from the environment, in this order: iris-run (IRIS_BOOTSTRAP),
+/// torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_*),
+/// PMI (PMI_RANK, PMI_SIZE); with none of them, a single rank. Under torchrun/MPI, rank 0 serves
+/// a TCP rendezvous on MASTER_ADDR (loopback by default) at IRIS_BOOTSTRAP_PORT.
+std::unique_ptr<Bootstrap> bootstrap_from_env();
+
+}  // namespace iris
