@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace iris {
 
@@ -67,10 +68,27 @@ std::unique_ptr<Bootstrap> connect_bootstrap(const std::string& endpoint, int ra
                                              const std::string& secret,
                                              std::chrono::nanoseconds timeout);
 
-/// Chooses the bootstrap from the environment, in this order: iris-run (IRIS_BOOTSTRAP),
-/// torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_*),
-/// PMI (PMI_RANK, PMI_SIZE); with none of them, a single rank. Under torchrun/MPI, rank 0 serves
-/// a TCP rendezvous on MASTER_ADDR (loopback by default) at IRIS_BOOTSTRAP_PORT.
+/// Chooses the bootstrap from the environment, in this order:
+///   1. iris-run: IRIS_BOOTSTRAP with IRIS_RANK, IRIS_WORLD_SIZE and IRIS_JOB_SECRET; the
+///      launcher serves the rendezvous.
+///   2. torchrun (RANK, WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE) or
+///      PMI (PMI_RANK, PMI_SIZE): rank 0 serves a TCP rendezvous and every rank (rank 0 too)
+///      connects to it. Its endpoint is IRIS_BOOTSTRAP when set (e.g. tcp:node0:29600), else
+///      tcp:MASTER_ADDR:IRIS_BOOTSTRAP_PORT, with MASTER_ADDR defaulting to 127.0.0.1 and the
+///      port to MASTER_PORT + 1 (next to torchrun's store) or 29600. The job secret is
+///      IRIS_JOB_SECRET when set, else derived from the first of TORCHELASTIC_RUN_ID,
+///      OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, SLURM_JOB_ID that is set. A derived secret only
+///      keeps another job from joining by accident; set IRIS_JOB_SECRET (the same on every
+///      rank) where other users share the network.
+///   3. Otherwise a single rank (make_single_rank_bootstrap()).
+/// Every wait is bounded by IRIS_BOOTSTRAP_TIMEOUT (seconds, default 120). The Bootstrap that
+/// rank 0 gets owns the server and keeps it running for as long as it lives. Throws
+/// iris::Error(kInvalidArgument) naming the variable when one is missing or malformed.
 std::unique_ptr<Bootstrap> bootstrap_from_env();
+
+/// Collective. The ranks that run on the same operating-system instance as this one (the same
+/// kernel boot and network namespace, i.e. the ranks it can pass file descriptors to over Unix
+/// sockets), in rank order and including this rank. The local rank is this rank's index in it.
+std::vector<int> ranks_on_this_host(Bootstrap& bootstrap);
 
 }  // namespace iris

@@ -1,0 +1,135 @@
+// RendezvousClient: one rank's side of the rendezvous protocol (see detail/rendezvous.hpp).
+#include <cstring>
+
+#include "detail/log.hpp"
+#include "detail/rendezvous.hpp"
+#include "iris/host/error.hpp"
+
+namespace iris::detail {
+namespace {
+
+using namespace rendezvous;
+
+// The server reports a timeout `timeout` after the first rank arrived, which may be a little
+// after this rank's own clock started; waiting this much longer lets its message, which names
+// the missing ranks, arrive before this rank gives up on its own.
+constexpr auto kServerAnswerGrace = std::chrono::seconds(2);
+// Failure messages are a line of text; anything longer is not from an Iris server.
+constexpr std::uint64_t kMaxMessageBytes = 64 * 1024;
+
+Errc errc_from_wire(std::uint32_t code) {
+  return code <= static_cast<std::uint32_t>(Errc::kInternal) ? static_cast<Errc>(code)
+                                                             : Errc::kBootstrap;
+}
+
+}  // namespace
+
+RendezvousClient::RendezvousClient(std::string_view endpoint, int rank, int world_size,
+                                   const std::string& secret, std::chrono::nanoseconds timeout)
+    : endpoint_(endpoint), rank_(rank), world_size_(world_size), timeout_(timeout) {
+  check_rank_and_world(rank, world_size);
+  if (timeout <= std::chrono::nanoseconds::zero())
+    throw Error(Errc::kInvalidArgument, "bootstrap timeout must be positive");
+  const Endpoint parsed = parse_endpoint(endpoint);
+  endpoint_ = parsed.to_string();
+  const Deadline deadline(timeout);
+  socket_ = connect_with_retry(parsed, deadline);
+
+  const HelloHeader hello{kMagic, kProtocolVersion, rank, world_size};
+  const auto frame = encode_frame(MessageType::kHello, 0, {bytes_of(hello), secret});
+  const std::string what = "the hello of rank " + std::to_string(rank);
+  if (send_all(socket_.get(), frame.data(), frame.size(), deadline) != IoStatus::kOk)
+    fail(Errc::kBootstrap, "the rendezvous at " + endpoint_ + " closed the connection during " + what);
+  receive_result(what, 0, nullptr, 0);
+  log(LogLevel::kDebug, "joined the rendezvous at ", endpoint_, " as rank ", rank, " of ", world_size);
+}
+
+RendezvousClient::~RendezvousClient() = default;
+
+void RendezvousClient::own_server(std::unique_ptr<RendezvousServer> server) {
+  server_ = std::move(server);
+}
+
+void RendezvousClient::allgather(const void* send, void* recv, std::size_t bytes) {
+  check_collective_buffers(send, recv, bytes);
+  run(Collective::kAllgather, -1, send, bytes, bytes, recv,
+      bytes * static_cast<std::size_t>(world_size_));
+}
+
+void RendezvousClient::broadcast(void* data, std::size_t bytes, int root) {
+  check_root(root, world_size_);
+  check_collective_buffers(data, data, bytes);
+  const bool is_root = root == rank_;
+  run(Collective::kBroadcast, root, is_root ? data : nullptr, is_root ? bytes : 0, bytes, data, bytes);
+}
+
+void RendezvousClient::barrier() { run(Collective::kBarrier, -1, nullptr, 0, 0, nullptr, 0); }
+
+void RendezvousClient::run(Collective collective, int root, const void* send,
+                           std::size_t send_bytes, std::size_t declared_bytes, void* result,
+                           std::size_t result_bytes) {
+  if (declared_bytes > kMaxContributionBytes)
+    throw Error(Errc::kInvalidArgument, std::string(to_string(collective)) + " of " +
+                                            std::to_string(declared_bytes) +
+                                            " bytes per rank: the bootstrap carries at most " +
+                                            std::to_string(kMaxContributionBytes));
+  if (!failure_.empty())
+    throw Error(failure_code_, failure_ + " (reported by an earlier collective; the bootstrap is unusable)");
+  const std::uint64_t sequence = ++sequence_;
+  const std::string what = describe(collective, sequence);
+  const ContributionHeader header{sequence, static_cast<std::uint32_t>(collective), root,
+                                  declared_bytes};
+  const auto frame = encode_frame(
+      MessageType::kContribute, 0,
+      {bytes_of(header), std::string_view(static_cast<const char*>(send), send_bytes)});
+  switch (send_all(socket_.get(), frame.data(), frame.size(), Deadline(timeout_))) {
+    case IoStatus::kOk: break;
+    case IoStatus::kClosed:
+      fail(Errc::kBootstrap, "the rendezvous at " + endpoint_ + " closed the connection during " + what);
+    case IoStatus::kTimeout:
+      fail(Errc::kTimeout, "the rendezvous at " + endpoint_ + " did not take " + what + " within " +
+                               format_seconds(timeout_));
+  }
+  receive_result(what, sequence, result, result_bytes);
+}
+
+// Waits for the answer to the hello (sequence 0: a kWelcome) or to a collective (a kResult).
+void RendezvousClient::receive_result(const std::string& what, std::uint64_t sequence, void* result,
+                                      std::size_t result_bytes) {
+  const Deadline deadline(timeout_ + kServerAnswerGrace);
+  const auto check = [&](IoStatus status) {
+    if (status == IoStatus::kClosed)
+      fail(Errc::kBootstrap, "the rendezvous at " + endpoint_ + " closed the connection during " +
+                                 what + " (did the launcher or rank 0 stop?)");
+    if (status == IoStatus::kTimeout)
+      fail(Errc::kTimeout, "no answer from the rendezvous at " + endpoint_ + " for " + what +
+                               " within " + format_seconds(deadline.budget()));
+  };
+  FrameHeader header{};
+  check(recv_all(socket_.get(), &header, sizeof header, deadline));
+  const auto type = static_cast<MessageType>(header.type);
+  if (type == MessageType::kFailure && header.length <= kMaxMessageBytes) {
+    std::string message(header.length, '\0');
+    check(recv_all(socket_.get(), message.data(), message.size(), deadline));
+    fail(errc_from_wire(header.code), message);
+  }
+  if (sequence == 0 && type == MessageType::kWelcome && header.length == 0) return;
+  if (type != MessageType::kResult || header.length != sizeof(std::uint64_t) + result_bytes)
+    fail(Errc::kInternal, "the rendezvous at " + endpoint_ + " answered " + what +
+                              " with a malformed message (type " + std::to_string(header.type) +
+                              ", " + std::to_string(header.length) + " bytes)");
+  std::uint64_t answered = 0;
+  check(recv_all(socket_.get(), &answered, sizeof answered, deadline));
+  if (answered != sequence)
+    fail(Errc::kInternal, "the rendezvous at " + endpoint_ + " answered collective #" +
+                              std::to_string(answered) + " to " + what);
+  check(recv_all(socket_.get(), result, result_bytes, deadline));
+}
+
+void RendezvousClient::fail(Errc code, const std::string& message) {
+  failure_ = message;
+  failure_code_ = code;
+  throw Error(code, message);
+}
+
+}  // namespace iris::detail

@@ -1,0 +1,560 @@
+// RendezvousServer: a poll() loop on one thread that admits ranks and sequences collectives.
+#include "detail/rendezvous.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <optional>
+
+#include "detail/log.hpp"
+#include "iris/host/error.hpp"
+
+namespace iris::detail {
+
+namespace rendezvous {
+
+std::string_view to_string(Collective collective) noexcept {
+  switch (collective) {
+    case Collective::kAllgather: return "allgather";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kBarrier: return "barrier";
+  }
+  return "unknown collective";
+}
+
+std::string describe(Collective collective, std::uint64_t sequence) {
+  return std::string(to_string(collective)) + " #" + std::to_string(sequence);
+}
+
+std::vector<std::byte> encode_frame(MessageType type, std::uint32_t code,
+                                    const std::vector<std::string_view>& payload_parts) {
+  std::size_t length = 0;
+  for (const std::string_view part : payload_parts) length += part.size();
+  const FrameHeader header{static_cast<std::uint32_t>(type), code, length};
+  std::vector<std::byte> frame(sizeof header + length);
+  std::memcpy(frame.data(), &header, sizeof header);
+  std::size_t offset = sizeof header;
+  for (const std::string_view part : payload_parts) {
+    if (!part.empty()) std::memcpy(frame.data() + offset, part.data(), part.size());
+    offset += part.size();
+  }
+  return frame;
+}
+
+}  // namespace rendezvous
+
+std::string describe_ranks(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(ranks[i]);
+  }
+  return text;
+}
+
+namespace {
+
+using namespace rendezvous;
+using Frame = std::shared_ptr<const std::vector<std::byte>>;
+
+// How long stop() lets undelivered results drain before closing the connections.
+constexpr auto kDrainTime = std::chrono::seconds(1);
+
+Frame make_frame(MessageType type, std::uint32_t code,
+                 const std::vector<std::string_view>& payload_parts) {
+  return std::make_shared<const std::vector<std::byte>>(encode_frame(type, code, payload_parts));
+}
+
+// One client connection, from accept() to close.
+struct Connection {
+  UniqueFd fd;
+  int rank = -1;  // -1 until its hello was accepted
+  Clock::time_point opened;
+  std::vector<std::byte> inbox;
+  std::deque<std::pair<Frame, std::size_t>> outbox;  // frames and how much of the first is sent
+  bool closing = false;  // refused: send what is queued, then close
+  bool dead = false;     // closed; removed at the end of the loop iteration
+};
+
+// The collective being gathered.
+struct Gathering {
+  std::uint64_t sequence = 0;
+  Collective collective = Collective::kBarrier;
+  std::int32_t root = -1;
+  std::uint64_t bytes = 0;
+  int first_rank = -1;
+  Clock::time_point started;
+  std::vector<std::string_view> data;  // per rank, pointing into `payloads`
+  std::vector<std::vector<std::byte>> payloads;
+  std::vector<bool> arrived;
+  int arrived_count = 0;
+};
+
+struct Failure {
+  Errc code;
+  std::string message;
+};
+
+}  // namespace
+
+class RendezvousServer::Loop {
+ public:
+  Loop(UniqueFd listener, int wake_fd, int world_size, std::string secret,
+       std::chrono::nanoseconds timeout, std::string endpoint)
+      : listener_(std::move(listener)),
+        wake_fd_(wake_fd),
+        world_size_(world_size),
+        secret_(std::move(secret)),
+        timeout_(timeout),
+        endpoint_(std::move(endpoint)),
+        by_rank_(static_cast<std::size_t>(world_size), nullptr),
+        departed_(static_cast<std::size_t>(world_size), false) {}
+
+  // The thread's body. Exceptions end the loop with a log line rather than std::terminate: the
+  // clients then see the connection close, which they report.
+  void run() noexcept {
+    try {
+      while (!stopping_ || (has_output() && Clock::now() < drain_until_)) poll_once();
+    } catch (const std::exception& error) {
+      log(LogLevel::kError, "rendezvous at ", endpoint_, " stopped: ", error.what());
+    }
+    connections_.clear();
+    listener_.reset();
+  }
+
+ private:
+  void poll_once() {
+    std::vector<pollfd> fds;
+    fds.push_back({wake_fd_, POLLIN, 0});
+    fds.push_back({stopping_ ? -1 : listener_.get(), POLLIN, 0});
+    const std::size_t watched = connections_.size();
+    for (const auto& connection : connections_) {
+      const short events = static_cast<short>((connection->closing ? 0 : POLLIN) |
+                                              (connection->outbox.empty() ? 0 : POLLOUT));
+      fds.push_back({connection->fd.get(), events, 0});
+    }
+    if (::poll(fds.data(), fds.size(), poll_timeout_until(next_timer())) < 0) {
+      if (errno == EINTR) return;
+      throw_system_error(errno, "poll()");
+    }
+    if (fds[0].revents != 0) begin_stop();
+    if (fds[1].revents & POLLIN) accept_all();
+    for (std::size_t i = 0; i < watched; ++i) serve(*connections_[i], fds[i + 2].revents);
+    check_timers();
+    std::erase_if(connections_, [](const auto& connection) { return connection->dead; });
+  }
+
+  void begin_stop() {
+    std::uint64_t value = 0;
+    (void)!::read(wake_fd_, &value, sizeof value);
+    if (stopping_) return;
+    stopping_ = true;
+    drain_until_ = Clock::now() + kDrainTime;
+  }
+
+  void accept_all() {
+    for (;;) {
+      UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        // EMFILE and friends: leave the connection in the backlog and try again later.
+        log(LogLevel::kWarn, "rendezvous at ", endpoint_, ": accept(): ", std::strerror(errno));
+        return;
+      }
+      auto connection = std::make_unique<Connection>();
+      connection->fd = std::move(fd);
+      connection->opened = Clock::now();
+      connections_.push_back(std::move(connection));
+    }
+  }
+
+  void serve(Connection& connection, short revents) {
+    if (connection.dead) return;
+    if (revents & POLLOUT) flush(connection);
+    if (!connection.dead && (revents & (POLLIN | POLLHUP | POLLERR))) {
+      if (connection.closing) close_connection(connection);
+      else receive(connection);
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Bytes in and out
+
+  void receive(Connection& connection) {
+    std::byte buffer[64 * 1024];
+    for (;;) {
+      const ssize_t got = ::recv(connection.fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
+      if (got > 0) {
+        connection.inbox.insert(connection.inbox.end(), buffer, buffer + got);
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      close_connection(connection);  // orderly close, reset, or another error: the peer is gone
+      return;
+    }
+    handle_frames(connection);
+  }
+
+  void handle_frames(Connection& connection) {
+    std::size_t offset = 0;
+    while (!connection.dead && !connection.closing &&
+           connection.inbox.size() - offset >= sizeof(FrameHeader)) {
+      FrameHeader header;
+      std::memcpy(&header, connection.inbox.data() + offset, sizeof header);
+      const std::uint64_t limit = connection.rank < 0
+                                      ? kMaxHelloBytes
+                                      : sizeof(ContributionHeader) + kMaxContributionBytes;
+      if (header.length > limit) {
+        protocol_violation(connection, "a message of " + std::to_string(header.length) + " bytes");
+        return;
+      }
+      if (connection.inbox.size() - offset - sizeof header < header.length) break;
+      const std::string_view payload(
+          reinterpret_cast<const char*>(connection.inbox.data() + offset + sizeof header),
+          header.length);
+      handle_frame(connection, static_cast<MessageType>(header.type), payload);
+      offset += sizeof header + header.length;
+    }
+    if (!connection.dead)
+      connection.inbox.erase(connection.inbox.begin(),
+                             connection.inbox.begin() + static_cast<std::ptrdiff_t>(offset));
+  }
+
+  void send(Connection& connection, Frame frame) {
+    if (connection.dead) return;
+    connection.outbox.emplace_back(std::move(frame), 0);
+    flush(connection);
+  }
+
+  void flush(Connection& connection) {
+    while (!connection.outbox.empty()) {
+      auto& [frame, sent] = connection.outbox.front();
+      const ssize_t wrote = ::send(connection.fd.get(), frame->data() + sent, frame->size() - sent,
+                                   MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (wrote < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        close_connection(connection);
+        return;
+      }
+      sent += static_cast<std::size_t>(wrote);
+      if (sent == frame->size()) connection.outbox.pop_front();
+    }
+    if (connection.closing) close_connection(connection);
+  }
+
+  bool has_output() const {
+    for (const auto& connection : connections_)
+      if (!connection->dead && !connection->outbox.empty()) return true;
+    return false;
+  }
+
+  void close_connection(Connection& connection) {
+    if (connection.dead) return;
+    connection.dead = true;
+    connection.fd.reset();
+    connection.outbox.clear();
+    if (connection.rank < 0) return;
+    const int rank = connection.rank;
+    by_rank_[static_cast<std::size_t>(rank)] = nullptr;
+    departed_[static_cast<std::size_t>(rank)] = true;
+    log(LogLevel::kDebug, "rendezvous at ", endpoint_, ": rank ", rank, " disconnected");
+    if (gathering_ && !stopping_)
+      fail_job(Errc::kBootstrap, "rank " + std::to_string(rank) + " disconnected during " +
+                                     describe(gathering_->collective, gathering_->sequence));
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Messages
+
+  void handle_frame(Connection& connection, MessageType type, std::string_view payload) {
+    if (type == MessageType::kHello && connection.rank < 0) {
+      handle_hello(connection, payload);
+    } else if (type == MessageType::kContribute && connection.rank >= 0) {
+      handle_contribution(connection, payload);
+    } else {
+      protocol_violation(connection, "an unexpected message (type " +
+                                         std::to_string(static_cast<std::uint32_t>(type)) + ")");
+    }
+  }
+
+  void handle_hello(Connection& connection, std::string_view payload) {
+    HelloHeader hello{};
+    if (payload.size() >= sizeof hello) std::memcpy(&hello, payload.data(), sizeof hello);
+    if (payload.size() < sizeof hello || hello.magic != kMagic) {
+      log(LogLevel::kWarn, "rendezvous at ", endpoint_,
+          ": dropped a connection that is not an Iris client");
+      close_connection(connection);
+      return;
+    }
+    const std::string_view secret = payload.substr(sizeof hello);
+    if (auto refusal = check_hello(hello, secret)) {
+      log(LogLevel::kWarn, "rendezvous at ", endpoint_, ": refused a connection: ", refusal->message);
+      send(connection, make_frame(MessageType::kFailure, static_cast<std::uint32_t>(refusal->code),
+                                  {refusal->message}));
+      connection.closing = true;
+      if (connection.outbox.empty()) close_connection(connection);
+      return;
+    }
+    connection.rank = hello.rank;
+    by_rank_[static_cast<std::size_t>(hello.rank)] = &connection;
+    log(LogLevel::kDebug, "rendezvous at ", endpoint_, ": rank ", hello.rank, " connected");
+    send(connection, make_frame(MessageType::kWelcome, 0, {}));
+  }
+
+  // Why a hello is refused, or nothing when it is welcome.
+  std::optional<Failure> check_hello(const HelloHeader& hello, std::string_view secret) const {
+    const auto refuse = [](std::string message) {
+      return Failure{Errc::kBootstrap, std::move(message)};
+    };
+    const std::string rank = "rank " + std::to_string(hello.rank);
+    if (hello.version != kProtocolVersion)
+      return refuse(rank + " speaks rendezvous protocol version " + std::to_string(hello.version) +
+                    ", this rendezvous speaks version " + std::to_string(kProtocolVersion) +
+                    " (are two Iris versions mixed in one job?)");
+    if (!equal_in_constant_time(secret, secret_))
+      return refuse("wrong job secret: the rendezvous at " + endpoint_ + " serves another job");
+    if (hello.world_size != world_size_)
+      return refuse(rank + " says world size " + std::to_string(hello.world_size) + ", the job has " +
+                    std::to_string(world_size_));
+    if (hello.rank < 0 || hello.rank >= world_size_)
+      return refuse(rank + " is out of range: the job has ranks 0 to " + std::to_string(world_size_ - 1));
+    if (failure_) return failure_;
+    const auto index = static_cast<std::size_t>(hello.rank);
+    if (by_rank_[index] != nullptr)
+      return refuse(rank + " is already connected (do two processes claim the same rank?)");
+    if (departed_[index]) return refuse(rank + " already left the job; it cannot join again");
+    return std::nullopt;
+  }
+
+  void handle_contribution(Connection& connection, std::string_view payload) {
+    if (failure_) return;  // this rank has been sent the failure already
+    ContributionHeader header{};
+    if (payload.size() < sizeof header) {
+      protocol_violation(connection, "a truncated contribution");
+      return;
+    }
+    std::memcpy(&header, payload.data(), sizeof header);
+    const std::string_view data = payload.substr(sizeof header);
+    if (auto problem = check_contribution(connection.rank, header, data)) {
+      fail_job(problem->code, problem->message);
+      return;
+    }
+    if (!gathering_) {
+      if (auto departed = first_departed()) {
+        fail_job(Errc::kBootstrap, "rank " + std::to_string(*departed) + " disconnected before " +
+                                       describe(static_cast<Collective>(header.collective),
+                                                header.sequence));
+        return;
+      }
+      start_gathering(connection.rank, header);
+    } else if (auto mismatch = compare_with_first(connection.rank, header)) {
+      fail_job(Errc::kMismatch, *mismatch);
+      return;
+    }
+    add_contribution(connection.rank, data);
+  }
+
+  // Checks a contribution on its own: sequence, kind and size. These only fail for a client
+  // that does not follow the protocol, which is a bug rather than a user error.
+  std::optional<Failure> check_contribution(int rank, const ContributionHeader& header,
+                                            std::string_view data) const {
+    const auto internal = [](std::string message) {
+      return Failure{Errc::kInternal, std::move(message)};
+    };
+    const std::string who = "rank " + std::to_string(rank);
+    const std::uint64_t expected = completed_ + 1;
+    if (header.sequence != expected)
+      return internal(who + " sent collective #" + std::to_string(header.sequence) +
+                      " while the job is at #" + std::to_string(expected));
+    const auto collective = static_cast<Collective>(header.collective);
+    std::uint64_t expected_data = 0;
+    switch (collective) {
+      case Collective::kAllgather: expected_data = header.bytes; break;
+      case Collective::kBroadcast: expected_data = header.root == rank ? header.bytes : 0; break;
+      case Collective::kBarrier: break;
+      default: return internal(who + " sent an unknown collective " + std::to_string(header.collective));
+    }
+    if (data.size() != expected_data || header.bytes > kMaxContributionBytes)
+      return internal(who + " sent " + std::to_string(data.size()) + " bytes for " +
+                      describe(collective, header.sequence) + ", which declares " +
+                      std::to_string(header.bytes));
+    if (gathering_ && gathering_->arrived[static_cast<std::size_t>(rank)])
+      return internal(who + " contributed twice to " + describe(collective, header.sequence));
+    return std::nullopt;
+  }
+
+  std::optional<std::string> compare_with_first(int rank, const ContributionHeader& header) const {
+    const Gathering& first = *gathering_;
+    const std::string who = "rank " + std::to_string(rank);
+    const std::string other = "rank " + std::to_string(first.first_rank);
+    const auto collective = static_cast<Collective>(header.collective);
+    if (collective != first.collective)
+      return "collective #" + std::to_string(header.sequence) + ": " + who + " called " +
+             std::string(to_string(collective)) + " but " + other + " called " +
+             std::string(to_string(first.collective));
+    const std::string what = describe(collective, header.sequence) + ": ";
+    if (header.root != first.root)
+      return what + who + " names root " + std::to_string(header.root) + " but " + other +
+             " names root " + std::to_string(first.root);
+    if (header.bytes != first.bytes)
+      return what + who + " passes " + std::to_string(header.bytes) + " bytes but " + other +
+             " passes " + std::to_string(first.bytes);
+    return std::nullopt;
+  }
+
+  std::optional<int> first_departed() const {
+    for (int rank = 0; rank < world_size_; ++rank)
+      if (departed_[static_cast<std::size_t>(rank)]) return rank;
+    return std::nullopt;
+  }
+
+  void start_gathering(int rank, const ContributionHeader& header) {
+    Gathering& gathering = gathering_.emplace();
+    gathering.sequence = header.sequence;
+    gathering.collective = static_cast<Collective>(header.collective);
+    gathering.root = header.root;
+    gathering.bytes = header.bytes;
+    gathering.first_rank = rank;
+    gathering.started = Clock::now();
+    gathering.payloads.resize(static_cast<std::size_t>(world_size_));
+    gathering.arrived.assign(static_cast<std::size_t>(world_size_), false);
+  }
+
+  void add_contribution(int rank, std::string_view data) {
+    Gathering& gathering = *gathering_;
+    const auto index = static_cast<std::size_t>(rank);
+    const auto* bytes = reinterpret_cast<const std::byte*>(data.data());
+    gathering.payloads[index].assign(bytes, bytes + data.size());
+    gathering.arrived[index] = true;
+    if (++gathering.arrived_count == world_size_) complete();
+  }
+
+  void complete() {
+    const Gathering& gathering = *gathering_;
+    std::vector<std::string_view> parts;
+    parts.push_back(bytes_of(gathering.sequence));
+    const auto as_view = [](const std::vector<std::byte>& bytes) {
+      return std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    };
+    if (gathering.collective == Collective::kAllgather)
+      for (const auto& payload : gathering.payloads) parts.push_back(as_view(payload));
+    else if (gathering.collective == Collective::kBroadcast)
+      parts.push_back(as_view(gathering.payloads[static_cast<std::size_t>(gathering.root)]));
+    const Frame result = make_frame(MessageType::kResult, 0, parts);
+    completed_ = gathering.sequence;
+    gathering_.reset();
+    for (Connection* connection : by_rank_)
+      if (connection != nullptr) send(*connection, result);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Failures and timers
+
+  void fail_job(Errc code, const std::string& message) {
+    if (failure_) return;
+    failure_ = Failure{code, message};
+    gathering_.reset();
+    log(LogLevel::kError, "rendezvous at ", endpoint_, ": ", message);
+    const Frame frame = make_frame(MessageType::kFailure, static_cast<std::uint32_t>(code), {message});
+    for (Connection* connection : by_rank_)
+      if (connection != nullptr) send(*connection, frame);
+  }
+
+  void protocol_violation(Connection& connection, const std::string& what) {
+    const std::string who =
+        connection.rank < 0 ? "a connection" : "rank " + std::to_string(connection.rank);
+    log(LogLevel::kError, "rendezvous at ", endpoint_, ": ", who, " sent ", what, "; dropping it");
+    if (connection.rank >= 0) fail_job(Errc::kInternal, who + " broke the rendezvous protocol: it sent " + what);
+    close_connection(connection);
+  }
+
+  Clock::time_point next_timer() const {
+    Clock::time_point next = Clock::time_point::max();
+    if (stopping_) next = drain_until_;
+    if (gathering_) next = std::min(next, gathering_->started + timeout_);
+    for (const auto& connection : connections_)
+      if (connection->rank < 0 && !connection->dead) next = std::min(next, connection->opened + timeout_);
+    return next;
+  }
+
+  void check_timers() {
+    const auto now = Clock::now();
+    if (gathering_ && now >= gathering_->started + timeout_) fail_job(Errc::kTimeout, missing_ranks_message());
+    // A connection that never says hello (a port scanner, a stuck client) is not kept forever.
+    for (const auto& connection : connections_)
+      if (connection->rank < 0 && !connection->dead && now >= connection->opened + timeout_)
+        close_connection(*connection);
+  }
+
+  std::string missing_ranks_message() const {
+    std::vector<int> missing;
+    std::vector<int> never_connected;
+    for (int rank = 0; rank < world_size_; ++rank) {
+      const auto index = static_cast<std::size_t>(rank);
+      if (gathering_->arrived[index]) continue;
+      missing.push_back(rank);
+      if (by_rank_[index] == nullptr && !departed_[index]) never_connected.push_back(rank);
+    }
+    std::string message = describe(gathering_->collective, gathering_->sequence) + ": " +
+                          describe_ranks(missing) + " did not arrive within " + format_seconds(timeout_);
+    if (!never_connected.empty())
+      message += " (" + describe_ranks(never_connected) + " never connected to the rendezvous)";
+    return message;
+  }
+
+  UniqueFd listener_;
+  const int wake_fd_;
+  const int world_size_;
+  const std::string secret_;
+  const std::chrono::nanoseconds timeout_;
+  const std::string endpoint_;
+
+  std::vector<std::unique_ptr<Connection>> connections_;
+  std::vector<Connection*> by_rank_;  // the connection of each rank that has said hello
+  std::vector<bool> departed_;        // ranks whose connection has closed
+  std::optional<Gathering> gathering_;
+  std::uint64_t completed_ = 0;  // sequence number of the last completed collective
+  std::optional<Failure> failure_;
+  bool stopping_ = false;
+  Clock::time_point drain_until_;
+};
+
+RendezvousServer::RendezvousServer(std::string_view endpoint, int world_size, std::string secret,
+                                   std::chrono::nanoseconds timeout) {
+  if (world_size < 1)
+    throw Error(Errc::kInvalidArgument, "rendezvous world size must be at least 1, not " +
+                                            std::to_string(world_size));
+  if (timeout <= std::chrono::nanoseconds::zero())
+    throw Error(Errc::kInvalidArgument, "rendezvous timeout must be positive");
+  const Endpoint requested = parse_endpoint(endpoint);
+  UniqueFd listener = listen_at(requested, SOCK_STREAM, SOMAXCONN);
+  endpoint_ = bound_endpoint(listener.get(), requested).to_string();
+  wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_) throw_system_error(errno, "eventfd()");
+  loop_ = std::make_unique<Loop>(std::move(listener), wake_.get(), world_size, std::move(secret),
+                                 timeout, endpoint_);
+  thread_ = std::thread([loop = loop_.get()] { loop->run(); });
+  log(LogLevel::kDebug, "rendezvous serving ", world_size, " ranks at ", endpoint_);
+}
+
+RendezvousServer::~RendezvousServer() { stop(); }
+
+void RendezvousServer::stop() {
+  if (!thread_.joinable()) return;
+  const std::uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+  thread_.join();
+  const Endpoint bound = parse_endpoint(endpoint_);
+  if (bound.kind == Endpoint::Kind::kUnix && !bound.address.starts_with('@'))
+    ::unlink(bound.address.c_str());
+}
+
+}  // namespace iris::detail
