@@ -166,7 +166,7 @@ class Exchange {
     const bool valid = got == sizeof request && equal_in_constant_time(presented, token_) &&
                        std::binary_search(peers_.begin(), peers_.end(), request.rank);
     if (got > 0 && !valid) {
-      log(LogLevel::kWarn, "fd exchange: refused a connection without this job's token");
+      log(LogLevel::kWarn, "fd exchange: refused a request without this job's token or from a rank not on this host");
     } else if (valid && !served_.contains(request.rank)) {
       if (send_fd(socket.get(), Reply{rank_})) served_.insert(request.rank);
     }

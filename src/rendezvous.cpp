@@ -471,7 +471,8 @@ class RendezvousServer::Loop {
   void protocol_violation(Connection& connection, const std::string& what) {
     const std::string who =
         connection.rank < 0 ? "a connection" : "rank " + std::to_string(connection.rank);
-    log(LogLevel::kError, "rendezvous at ", endpoint_, ": ", who, " sent ", what, "; dropping it");
+    log(connection.rank < 0 ? LogLevel::kWarn : LogLevel::kError, "rendezvous at ", endpoint_, ": ",
+        who, " sent ", what, "; dropping it");
     if (connection.rank >= 0) fail_job(Errc::kInternal, who + " broke the rendezvous protocol: it sent " + what);
     close_connection(connection);
   }
