@@ -34,7 +34,8 @@ struct CallRecord {
 static_assert(std::has_unique_object_representations_v<CallRecord>,
               "CallRecord must have no padding: its bytes are sent to other ranks");
 
-// The rest of the message is what differs, so at most this many groups of ranks are listed.
+// Past this many groups of ranks doing different things a message stops being readable: the
+// remaining groups are only counted.
 constexpr std::size_t kMaxGroupsShown = 8;
 
 CallRecord make_record(std::uint64_t sequence, Operation operation, Outcome outcome,
@@ -87,7 +88,7 @@ struct Differences {
 
 std::string describe(const CallRecord& record, const Differences& differences) {
   std::string text;
-  if (differences.sequence) text += "(its call #" + std::to_string(record.sequence) + ") ";
+  if (differences.sequence) text += "at call #" + std::to_string(record.sequence) + ": ";
   if (record.operation == Operation::kAllocate) {
     text += "allocate " + format_byte_count(record.bytes) + " with alignment " +
             std::to_string(record.alignment);
@@ -108,14 +109,16 @@ std::string describe(const CallRecord& record, const Differences& differences) {
   return text;
 }
 
-std::string mismatch_message(const std::vector<CallRecord>& records, std::uint64_t sequence) {
+std::string mismatch_message(const std::vector<CallRecord>& records) {
   Differences differences;
   bool requests_differ = false;
   const CallRecord& first = records.front();
   for (const CallRecord& record : records) {
     differences.sequence |= record.sequence != first.sequence;
+    // A free's offset is part of its request; an allocation's offset is its result.
     requests_differ |= record.operation != first.operation || record.outcome != first.outcome ||
-                       record.bytes != first.bytes || record.alignment != first.alignment;
+                       record.bytes != first.bytes || record.alignment != first.alignment ||
+                       (record.operation == Operation::kFree && record.offset != first.offset);
   }
   differences.offset_only = !requests_differ && !differences.sequence;
 
@@ -131,8 +134,13 @@ std::string mismatch_message(const std::vector<CallRecord>& records, std::uint64
       groups.push_back({rank});
   }
 
-  std::string message = "symmetric heap call #" + std::to_string(sequence) +
-                        " (allocations and frees, counted from 1) differs between ranks: ";
+  // Every rank builds the same message, so the headline uses no rank's own numbering unless
+  // all agree on it.
+  std::string message = differences.sequence
+                            ? std::string("the ranks are at different symmetric heap calls: ")
+                            : "symmetric heap call #" + std::to_string(first.sequence) +
+                                  " (allocations and frees, counted from 1) differs between "
+                                  "ranks: ";
   for (std::size_t i = 0; i < groups.size() && i < kMaxGroupsShown; ++i) {
     if (i > 0) message += "; ";
     message += rank_list(groups[i]) + " " + describe(records[groups[i].front()], differences);
@@ -160,8 +168,7 @@ void compare_with_peers(Bootstrap& bootstrap, const CallRecord& mine) {
   std::vector<CallRecord> records(static_cast<std::size_t>(bootstrap.world_size()));
   bootstrap.allgather(&mine, records.data(), sizeof(CallRecord));
   for (const CallRecord& record : records)
-    if (!same_call(record, mine))
-      throw Error(Errc::kMismatch, mismatch_message(records, mine.sequence));
+    if (!same_call(record, mine)) throw Error(Errc::kMismatch, mismatch_message(records));
 }
 
 }  // namespace

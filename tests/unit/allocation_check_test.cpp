@@ -208,10 +208,12 @@ TEST(AllocationCheck, DivergentFreeOffsetIsCaught) {
     const std::size_t second = heap.allocate(4096);
     heap.free(bootstrap.rank() == 0 ? second : first);
   });
-  expect_same_error_everywhere(
+  const std::string message = expect_same_error_everywhere(
       failures, Errc::kMismatch,
-      {"symmetric heap call #3 ", "rank 0 free offset " + std::to_string(MiB + 4096),
-       "ranks 1-3 free offset " + std::to_string(MiB)});
+      {"symmetric heap call #3 ",
+       "rank 0 free offset " + std::to_string(MiB + 4096) + " (an allocation of 4096 B) at",
+       "ranks 1-3 free offset " + std::to_string(MiB) + " (an allocation of 4096 B) at"});
+  EXPECT_THAT(message, Not(HasSubstr("requests agree")));
 }
 
 TEST(AllocationCheck, AFailureOnOneRankIsAMismatchNotAHang) {
@@ -289,6 +291,36 @@ TEST(AllocationCheck, EightRanksAreGroupedByWhatTheyDid) {
       failures, Errc::kMismatch,
       {"ranks 0-2, 4, 6-7 allocate 4096 B", "ranks 3, 5 allocate 8192 B"});
   EXPECT_THAT(message, Not(HasSubstr("rank 0 ")));
+}
+
+TEST(AllocationCheck, ManyDifferentCallsAreSummarised) {
+  constexpr int kRanks = 11;
+  const auto failures = run_ranks(kRanks, [](iris::Bootstrap& bootstrap) {
+    CheckedHeap heap(bootstrap);
+    heap.allocate(256 * static_cast<std::size_t>(bootstrap.rank() + 1));
+  });
+  const std::string message =
+      expect_same_error_everywhere(failures, Errc::kMismatch,
+                                   {"rank 0 allocate 256 B", "; rank 7 allocate 2048 B",
+                                    "; and 3 more groups of ranks that did something else."});
+  EXPECT_THAT(message, Not(HasSubstr("rank 8 ")));
+}
+
+TEST(AllocationCheck, ACheckThatStartedLateIsNamed) {
+  const auto failures = run_ranks(kWorldSize, [](iris::Bootstrap& bootstrap) {
+    CheckedHeap heap(bootstrap);
+    heap.allocate(4096);
+    // Rank 1 starts checking afresh, as if its check had been turned on only now.
+    AllocationCheck late(bootstrap);
+    AllocationCheck& check = bootstrap.rank() == 1 ? late : heap.check;
+    iris::detail::checked_allocate(heap.allocator, &check, 4096, 256,
+                                   std::source_location::current());
+  });
+  expect_same_error_everywhere(
+      failures, Errc::kMismatch,
+      {"the ranks are at different symmetric heap calls: ", "rank 1 at call #1: allocate 4096 B",
+       "ranks 0, 2-3 at call #2: allocate 4096 B",
+       "The ranks have checked different numbers of calls"});
 }
 
 TEST(ThreadBootstrap, AllgatherPutsContributionsInRankOrderRoundAfterRound) {
