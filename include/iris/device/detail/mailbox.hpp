@@ -30,6 +30,7 @@ enum class ErrorKind : std::uint32_t {
   kOutsideHeap,   ///< debug check: the accessed bytes are not inside the symmetric heap
   kTooManyRanks,  ///< the world is larger than the device barrier has slots for
   kTooManyBlocks, ///< a block-level barrier ran in a block past the barrier's channels
+  kShapeMismatch, ///< debug check: a 2-D copy's tiles differ in rows or cols
 };
 
 /// How `expected` and `observed` are to be read.
@@ -48,8 +49,10 @@ struct ErrorMailbox {
   std::int64_t heap_offset; ///< byte offset of the address from the start of its heap
   std::uint64_t bytes;      ///< bytes the operation addressed (debug checks)
   std::uint64_t heap_size;  ///< bytes per rank's heap (debug checks)
-  std::uint64_t expected;   ///< the value waited for (timeouts), or the limit (kTooMany*)
-  std::uint64_t observed;   ///< the last value seen (timeouts), or the count asked for
+  std::uint64_t expected;   ///< the value waited for (timeouts), the limit (kTooMany*), or the
+                            ///< destination tile as rows << 32 | cols (kShapeMismatch)
+  std::uint64_t observed;   ///< the last value seen (timeouts), the count asked for, or the
+                            ///< source tile
   std::uint64_t elapsed_ns; ///< how long the wait ran
   std::uint32_t block[3];   ///< blockIdx of the reporting thread
   std::uint32_t thread[3];  ///< threadIdx of the reporting thread
@@ -83,6 +86,10 @@ inline std::string index(const std::uint32_t (&xyz)[3]) {
 inline std::string offset(std::int64_t offset) {
   return offset < 0 ? printf_string("-0x%" PRIx64, static_cast<std::uint64_t>(-offset))
                     : printf_string("0x%" PRIx64, static_cast<std::uint64_t>(offset));
+}
+
+inline std::string shape(std::uint64_t rows_cols) {
+  return std::to_string(rows_cols >> 32) + " x " + std::to_string(rows_cols & 0xffffffffu);
 }
 
 }  // namespace mailbox_format
@@ -120,6 +127,9 @@ inline std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
     case ErrorKind::kTooManyBlocks:
       return who + ": block " + std::to_string(m.observed) + " is past the " +
              std::to_string(m.expected) + " blocks it supports" + where;
+    case ErrorKind::kShapeMismatch:
+      return who + ": the destination tile is " + f::shape(m.expected) + ", the source tile " +
+             f::shape(m.observed) + where;
     case ErrorKind::kNone:
       break;
   }

@@ -1,0 +1,257 @@
+// Bodies behind iris/device/rma.hpp: one byte-range mover serves every group and every call.
+// Not public.
+#pragma once
+
+
+#include <cstdint>
+
+#include "iris/device/debug.hpp"
+#include "iris/device/detail/report.hpp"
+#include "iris/device/detail/signal_impl.hpp"
+#include "iris/device/rma.hpp"
+
+namespace iris::device::detail {
+
+/// A run-time slice of a group: `size` threads, this one being `rank`. Groups of every type
+/// reduce to it, and 2-D copies cut a group into teams of a warp each.
+struct team {
+  std::size_t rank;
+  std::size_t size;
+};
+
+IRIS_DEVICE_FN IRIS_FORCEINLINE constexpr std::size_t smaller(std::size_t a, std::size_t b) {
+  return a < b ? a : b;
+}
+
+template <class G>
+IRIS_DEVICE_FN IRIS_FORCEINLINE team team_of(G group) {
+  return {group.rank(), group.size()};
+}
+
+/// The unsigned type that moves `Bytes` bytes in one access (16: one 128-bit LDG/STG).
+template <std::size_t Bytes>
+using unit_t = cuda::std::conditional_t<
+    Bytes == 16, uint4,
+    cuda::std::conditional_t<
+        Bytes == 8, std::uint64_t,
+        cuda::std::conditional_t<Bytes == 4, std::uint32_t,
+                                 cuda::std::conditional_t<Bytes == 2, std::uint16_t, std::uint8_t>>>>;
+
+/// Independent 16-byte accesses each thread keeps in flight: enough to cover NVLink latency
+/// without spilling.
+inline constexpr int kUnitsInFlight = 4;
+
+/// The team moves `units` units of `Bytes` bytes; member r takes units r, r + size, ...
+/// `InFlight` loads are issued before their stores.
+template <std::size_t Bytes, int InFlight>
+IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_units(team t, std::byte* dst, const std::byte* src,
+                                                std::size_t units) {
+  using Unit = unit_t<Bytes>;
+  auto* d = reinterpret_cast<Unit*>(dst);
+  const auto* s = reinterpret_cast<const Unit*>(src);
+  std::size_t i = t.rank;
+  if constexpr (InFlight > 1) {
+    for (; i + (InFlight - 1) * t.size < units; i += InFlight * t.size) {
+      Unit v[InFlight];
+#pragma unroll
+      for (int k = 0; k < InFlight; ++k) v[k] = s[i + k * t.size];
+#pragma unroll
+      for (int k = 0; k < InFlight; ++k) d[i + k * t.size] = v[k];
+    }
+  }
+  for (; i < units; i += t.size) d[i] = s[i];
+}
+
+/// Moves `bytes` bytes; both pointers and `bytes` are multiples of MinAlign. Tries units of
+/// `Unit` bytes first: usable when dst and src sit at the same offset modulo Unit, after a head
+/// of MinAlign-sized units that reaches a Unit boundary; otherwise halves the unit.
+template <std::size_t Unit, std::size_t MinAlign>
+IRIS_DEVICE_FN void copy_bytes(team t, std::byte* dst, const std::byte* src, std::size_t bytes) {
+  const auto d = reinterpret_cast<std::uintptr_t>(dst);
+  if constexpr (Unit > MinAlign) {
+    if ((d ^ reinterpret_cast<std::uintptr_t>(src)) % Unit != 0)
+      return copy_bytes<Unit / 2, MinAlign>(t, dst, src, bytes);
+  }
+  const std::size_t head = smaller(bytes, (Unit - d % Unit) % Unit);
+  const std::size_t body = (bytes - head) / Unit * Unit;
+  copy_units<MinAlign, 1>(t, dst, src, head / MinAlign);
+  copy_units<Unit, kUnitsInFlight>(t, dst + head, src + head, body / Unit);
+  copy_units<MinAlign, 1>(t, dst + head + body, src + head + body,
+                          (bytes - head - body) / MinAlign);
+}
+
+template <class T>
+inline constexpr std::size_t kMinAlign = alignof(T) < 16 ? alignof(T) : 16;
+
+template <class T>
+IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_elements(team t, T* dst, const T* src,
+                                                   std::size_t count) {
+  static_assert(cuda::std::is_trivially_copyable_v<T>, "iris: only trivially copyable data moves");
+  copy_bytes<16, kMinAlign<T>>(t, reinterpret_cast<std::byte*>(dst),
+                               reinterpret_cast<const std::byte*>(src), count * sizeof(T));
+}
+
+/// 2-D: contiguous tiles go as one range; otherwise each row goes to a team of up to 32
+/// threads (a warp of the group), so that every row is read and written coalesced.
+template <class T>
+IRIS_DEVICE_FN void copy_tile(team t, tile_view<T> dst, tile_view<const T> src) {
+  if (dst.rows <= 1 || (dst.row_stride == dst.cols && src.row_stride == src.cols))
+    return copy_elements(t, dst.data, src.data, dst.rows * dst.cols);
+  constexpr std::size_t kTeam = 32;
+  const std::size_t teams = (t.size + kTeam - 1) / kTeam;
+  const std::size_t mine = t.rank / kTeam;
+  const team row_team{t.rank % kTeam, smaller(kTeam, t.size - mine * kTeam)};
+  for (std::size_t row = mine; row < dst.rows; row += teams)
+    copy_elements(row_team, dst.data + row * dst.row_stride, src.data + row * src.row_stride,
+                  dst.cols);
+}
+
+template <class Signal>
+IRIS_DEVICE_FN IRIS_FORCEINLINE constexpr void check_signal() {
+  static_assert(kIsCompletion<Signal>,
+                "iris: the last argument of put/copy is a completion action: "
+                "iris::signal_set{flag, value} or iris::signal_add{flag, value}");
+}
+
+template <class T>
+IRIS_DEVICE_FN IRIS_FORCEINLINE void check_same_shape(const Context& ctx, const char* operation,
+                                                      const tile_view<T>& dst,
+                                                      const tile_view<const T>& src) {
+  if (ctx.debug_checks() && (dst.rows != src.rows || dst.cols != src.cols)) {
+    report_and_trap(ctx, {.kind = ErrorKind::kShapeMismatch,
+                          .operation = operation,
+                          .target_rank = ctx.rank(),
+                          .heap_offset = local_heap_offset(ctx, dst.data),
+                          .expected = (std::uint64_t{dst.rows} << 32) | dst.cols,
+                          .observed = (std::uint64_t{src.rows} << 32) | src.cols});
+  }
+}
+
+/// Member `rank` of a group's slice [rank*N, rank*N + N) of `count` elements: how many exist.
+template <std::size_t N>
+IRIS_DEVICE_FN IRIS_FORCEINLINE std::size_t elements_of_member(std::size_t rank,
+                                                               std::size_t count) {
+  const std::size_t first = rank * N;
+  return first >= count ? 0 : smaller(N, count - first);
+}
+
+template <std::size_t N, class T>
+IRIS_DEVICE_FN IRIS_FORCEINLINE bool moves_as_vectors(const T* p, std::size_t valid) {
+  return (N * sizeof(T)) % 16 == 0 && valid == N && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace iris::device::detail
+
+namespace iris::device {
+
+template <class T>
+IRIS_DEVICE_FN T load(const Context& ctx, const T* src, int from) {
+  return *detail::checked_translate(ctx, "load", src, 1, from);
+}
+
+template <class T>
+IRIS_DEVICE_FN void store(const Context& ctx, T* dst,
+                                           cuda::std::type_identity_t<T> value, int to) {
+  *detail::checked_translate(ctx, "store", dst, 1, to) = value;
+}
+
+template <std::size_t N, cooperative_group G, class T>
+IRIS_DEVICE_FN cuda::std::array<T, N> load(G group, const Context& ctx,
+                                                            const T* src, std::size_t count,
+                                                            int from) {
+  const std::size_t first = std::size_t{group.rank()} * N;
+  const std::size_t valid = detail::elements_of_member<N>(group.rank(), count);
+  const T* p = detail::checked_translate(ctx, "load", src, count, from) + first;
+  cuda::std::array<T, N> out{};
+  if constexpr ((N * sizeof(T)) % 16 == 0) {
+    if (detail::moves_as_vectors<N>(p, valid)) {
+      cuda::std::array<uint4, N * sizeof(T) / 16> raw;
+#pragma unroll
+      for (std::size_t k = 0; k < raw.size(); ++k) raw[k] = reinterpret_cast<const uint4*>(p)[k];
+      return detail::bits_as<cuda::std::array<T, N>>(raw);
+    }
+  }
+#pragma unroll
+  for (std::size_t i = 0; i < N; ++i)
+    if (i < valid) out[i] = p[i];
+  return out;
+}
+
+template <cooperative_group G, class T, std::size_t N>
+IRIS_DEVICE_FN void store(G group, const Context& ctx, T* dst,
+                                           const cuda::std::array<T, N>& values, std::size_t count,
+                                           int to) {
+  const std::size_t first = std::size_t{group.rank()} * N;
+  const std::size_t valid = detail::elements_of_member<N>(group.rank(), count);
+  T* p = detail::checked_translate(ctx, "store", dst, count, to) + first;
+  if constexpr ((N * sizeof(T)) % 16 == 0) {
+    if (detail::moves_as_vectors<N>(p, valid)) {
+      const auto raw = detail::bits_as<cuda::std::array<uint4, N * sizeof(T) / 16>>(values);
+#pragma unroll
+      for (std::size_t k = 0; k < raw.size(); ++k) reinterpret_cast<uint4*>(p)[k] = raw[k];
+      return;
+    }
+  }
+#pragma unroll
+  for (std::size_t i = 0; i < N; ++i)
+    if (i < valid) p[i] = values[i];
+}
+
+template <cooperative_group G, class T>
+IRIS_DEVICE_FN void get(G group, const Context& ctx, T* dst, const T* src,
+                                         std::size_t count, int from) {
+  detail::copy_elements(detail::team_of(group), dst,
+                        detail::checked_translate(ctx, "get", src, count, from), count);
+}
+
+template <cooperative_group G, class T, class Signal>
+IRIS_DEVICE_FN void put(G group, const Context& ctx, T* dst, const T* src,
+                                         std::size_t count, int to, Signal signal) {
+  detail::check_signal<Signal>();
+  detail::copy_elements(detail::team_of(group), detail::checked_translate(ctx, "put", dst, count, to),
+                        src, count);
+  detail::complete(group, ctx, signal, to);
+}
+
+template <cooperative_group G, class T, class Signal>
+IRIS_DEVICE_FN void copy(G group, const Context& ctx, T* dst, int dst_rank,
+                                          const T* src, int src_rank, std::size_t count,
+                                          Signal signal) {
+  detail::check_signal<Signal>();
+  detail::copy_elements(detail::team_of(group),
+                        detail::checked_translate(ctx, "copy", dst, count, dst_rank),
+                        detail::checked_translate(ctx, "copy", src, count, src_rank), count);
+  detail::complete(group, ctx, signal, dst_rank);
+}
+
+template <cooperative_group G, class T>
+IRIS_DEVICE_FN void get(G group, const Context& ctx, tile_view<T> dst,
+                                         cuda::std::type_identity_t<tile_view<const T>> src,
+                                         int from) {
+  detail::check_same_shape(ctx, "get", dst, src);
+  detail::copy_tile(detail::team_of(group), dst, detail::checked_translate(ctx, "get", src, from));
+}
+
+template <cooperative_group G, class T, class Signal>
+IRIS_DEVICE_FN void put(G group, const Context& ctx, tile_view<T> dst,
+                                         cuda::std::type_identity_t<tile_view<const T>> src,
+                                         int to, Signal signal) {
+  detail::check_signal<Signal>();
+  detail::check_same_shape(ctx, "put", dst, src);
+  detail::copy_tile(detail::team_of(group), detail::checked_translate(ctx, "put", dst, to), src);
+  detail::complete(group, ctx, signal, to);
+}
+
+template <cooperative_group G, class T, class Signal>
+IRIS_DEVICE_FN void copy(G group, const Context& ctx, tile_view<T> dst,
+                                          int dst_rank,
+                                          cuda::std::type_identity_t<tile_view<const T>> src,
+                                          int src_rank, Signal signal) {
+  detail::check_signal<Signal>();
+  detail::check_same_shape(ctx, "copy", dst, src);
+  detail::copy_tile(detail::team_of(group), detail::checked_translate(ctx, "copy", dst, dst_rank),
+                    detail::checked_translate(ctx, "copy", src, src_rank));
+  detail::complete(group, ctx, signal, dst_rank);
+}
+
+}  // namespace iris::device
