@@ -1,0 +1,135 @@
+// The host side of device error reports: how a filled ErrorMailbox reads as a message.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "iris/device/detail/mailbox.hpp"
+
+namespace {
+
+using iris::device::detail::ErrorKind;
+using iris::device::detail::ErrorMailbox;
+using iris::device::detail::MailboxState;
+using iris::device::detail::ValueKind;
+using iris::device::detail::mailbox_is_timeout;
+using iris::device::detail::mailbox_report;
+
+ErrorMailbox complete(ErrorKind kind, const char* operation) {
+  ErrorMailbox m{};
+  m.state = MailboxState::kComplete;
+  m.kind = kind;
+  std::strncpy(m.operation, operation, sizeof(m.operation) - 1);
+  return m;
+}
+
+TEST(Mailbox, ZeroedIsEmpty) {
+  const ErrorMailbox m{};
+  EXPECT_FALSE(mailbox_report(m).has_value());
+  EXPECT_FALSE(mailbox_is_timeout(m));
+}
+
+TEST(Mailbox, WaitTimeoutNamesRankOffsetConditionAndObservedValue) {
+  ErrorMailbox m = complete(ErrorKind::kWaitTimeout, "wait_until");
+  m.rank = 1;
+  m.target_rank = 1;
+  m.heap_offset = 0x100040;
+  m.comparison = iris::cmp::ge;
+  m.expected = 5;
+  m.observed = 3;
+  m.elapsed_ns = 2'000'000'000;
+  EXPECT_EQ(mailbox_report(m).value(),
+            "rank 1: wait_until(heap offset 0x100040 on rank 1, ge 5) timed out after 2.0 s, "
+            "observed 3 (block 0, thread 0)");
+  EXPECT_TRUE(mailbox_is_timeout(m));
+}
+
+TEST(Mailbox, SignedValuesShortDurationsAndThreeDimensionalIndices) {
+  ErrorMailbox m = complete(ErrorKind::kWaitTimeout, "barrier(grid)");
+  m.rank = 3;
+  m.target_rank = 3;
+  m.heap_offset = 0x80;
+  m.comparison = iris::cmp::eq;
+  m.value_kind = ValueKind::kSigned;
+  m.expected = static_cast<std::uint64_t>(std::int64_t{-2});
+  m.observed = static_cast<std::uint64_t>(std::int64_t{-7});
+  m.elapsed_ns = 250'000'000;
+  m.block[0] = 4, m.block[1] = 1;
+  m.thread[0] = 31, m.thread[2] = 2;
+  EXPECT_EQ(mailbox_report(m).value(),
+            "rank 3: barrier(grid)(heap offset 0x80 on rank 3, eq -2) timed out after 250.0 ms, "
+            "observed -7 (block (4,1,0), thread (31,0,2))");
+}
+
+TEST(Mailbox, DebugCheckViolations) {
+  ErrorMailbox bad_rank = complete(ErrorKind::kBadRank, "put");
+  bad_rank.rank = 0;
+  bad_rank.target_rank = 9;
+  bad_rank.world_size = 8;
+  bad_rank.thread[0] = 3;
+  EXPECT_EQ(mailbox_report(bad_rank).value(),
+            "rank 0: put: rank 9 is not in the world of 8 ranks (block 0, thread 3)");
+  EXPECT_FALSE(mailbox_is_timeout(bad_rank));
+
+  ErrorMailbox outside = complete(ErrorKind::kOutsideHeap, "get");
+  outside.rank = 2;
+  outside.target_rank = 1;
+  outside.heap_offset = -0x40;
+  outside.bytes = 256;
+  outside.heap_size = 0x40000000;
+  EXPECT_EQ(mailbox_report(outside).value(),
+            "rank 2: get: 256 bytes at heap offset -0x40 on rank 1 are not inside the heap of "
+            "0x40000000 bytes (not a symmetric heap pointer?) (block 0, thread 0)");
+
+  ErrorMailbox shapes = complete(ErrorKind::kShapeMismatch, "copy");
+  shapes.expected = (std::uint64_t{4} << 32) | 8;
+  shapes.observed = (std::uint64_t{4} << 32) | 7;
+  EXPECT_EQ(mailbox_report(shapes).value(),
+            "rank 0: copy: the destination tile is 4 x 8, the source tile 4 x 7 (block 0, thread 0)");
+}
+
+TEST(Mailbox, LimitsOfTheBarrier) {
+  ErrorMailbox ranks = complete(ErrorKind::kTooManyRanks, "barrier(block)");
+  ranks.expected = 64;
+  ranks.observed = 80;
+  EXPECT_EQ(mailbox_report(ranks).value(),
+            "rank 0: barrier(block): the world has 80 ranks, more than the 64 it supports "
+            "(block 0, thread 0)");
+  ErrorMailbox blocks = complete(ErrorKind::kTooManyBlocks, "barrier(block)");
+  blocks.expected = 512;
+  blocks.observed = 600;
+  EXPECT_EQ(mailbox_report(blocks).value(),
+            "rank 0: barrier(block): block 600 is past the 512 blocks it supports (block 0, "
+            "thread 0)");
+}
+
+TEST(Mailbox, UnfinishedOrUnknownReportsStillSaySomething) {
+  ErrorMailbox writing{};
+  writing.state = MailboxState::kWriting;
+  EXPECT_EQ(mailbox_report(writing).value(),
+            "a device thread began an error report but did not finish it");
+  ErrorMailbox unknown = complete(static_cast<ErrorKind>(99), "mystery");
+  EXPECT_EQ(mailbox_report(unknown).value(),
+            "rank 0: mystery: unknown device error kind 99 (block 0, thread 0)");
+}
+
+TEST(Mailbox, OperationNameNeedsNoTerminator) {
+  ErrorMailbox m = complete(ErrorKind::kBadRank, "");
+  std::memset(m.operation, 'x', sizeof(m.operation));
+  m.world_size = 1;
+  m.target_rank = 1;
+  EXPECT_EQ(mailbox_report(m).value(), "rank 0: " + std::string(sizeof(m.operation), 'x') +
+                                           ": rank 1 is not in the world of 1 ranks (block 0, "
+                                           "thread 0)");
+}
+
+TEST(Cmp, Names) {
+  EXPECT_EQ(iris::to_string(iris::cmp::eq), "eq");
+  EXPECT_EQ(iris::to_string(iris::cmp::ne), "ne");
+  EXPECT_EQ(iris::to_string(iris::cmp::lt), "lt");
+  EXPECT_EQ(iris::to_string(iris::cmp::le), "le");
+  EXPECT_EQ(iris::to_string(iris::cmp::gt), "gt");
+  EXPECT_EQ(iris::to_string(iris::cmp::ge), "ge");
+}
+
+}  // namespace
