@@ -86,15 +86,12 @@ class Job {
     start_rendezvous();
     try {
       spawn_ranks(program);
+      supervise();
     } catch (...) {
-      kill_running(SIGKILL);
-      reap_until_no_children(Clock::now() + kGracePeriod);
+      end_every_process();
       throw;
     }
-    supervise();
-    kill_running(SIGKILL);
-    kill_adopted_children();
-    reap_until_no_children(Clock::now() + kGracePeriod);
+    end_every_process();
     return exit_code_;
   }
 
@@ -111,8 +108,8 @@ class Job {
     for (const int signal : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, signal);
     sigset_t blocked = handled;
     sigaddset(&blocked, SIGPIPE);
-    if (::pthread_sigmask(SIG_BLOCK, &blocked, &original_mask_) != 0)
-      detail::throw_system_error(errno, "pthread_sigmask()");
+    if (const int error = ::pthread_sigmask(SIG_BLOCK, &blocked, &original_mask_); error != 0)
+      detail::throw_system_error(error, "pthread_sigmask()");
     signals_.reset(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
     if (!signals_) detail::throw_system_error(errno, "signalfd()");
     // Orphans of the ranks (children whose rank has exited) become our children, so that we
@@ -284,6 +281,15 @@ class Job {
   void kill_running(int signal) {
     for (const auto& rank : ranks_)
       if (rank->running) ::kill(-rank->pid, signal);
+  }
+
+  // Whatever is still running now (normally nothing) is killed and reaped, so that no process
+  // of the job outlives iris-run.
+  void end_every_process() {
+    stopping_ = true;
+    kill_running(SIGKILL);
+    kill_adopted_children();
+    reap_until_no_children(Clock::now() + kGracePeriod);
   }
 
   // Kills the descendants of ranks that left their rank's process group and were handed to us

@@ -20,6 +20,13 @@
 
 namespace iris {
 
+/// The collectives that ranks use to set up (and check) shared state. Every rank must call
+/// them in the same order; calls on one Bootstrap are not thread-safe (one thread at a time).
+/// The shipped implementations report failures as iris::Error: kTimeout when a rank does not
+/// arrive in time (naming it), kBootstrap when a rank vanished or the rendezvous is gone,
+/// kMismatch when ranks call different collectives or pass different sizes, kInvalidArgument
+/// for bad arguments. After a failure a rendezvous Bootstrap stays failed: every later call
+/// throws.
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
@@ -29,13 +36,16 @@ class Bootstrap {
 
   /// Collective. Every rank contributes `bytes` bytes from `send`; on return `recv` holds
   /// world_size() * bytes, rank r's contribution at offset r * bytes. `bytes` must be equal on
-  /// all ranks (a difference is reported as iris::Error(kMismatch)).
+  /// all ranks (a difference is reported as iris::Error(kMismatch)). `send` and `recv` may be
+  /// null only when `bytes` is 0.
   virtual void allgather(const void* send, void* recv, std::size_t bytes) = 0;
 
-  /// Collective. Copies `bytes` bytes at `data` on rank `root` to `data` on every rank.
+  /// Collective. Copies `bytes` bytes at `data` on rank `root` to `data` on every rank. The
+  /// default implementation is an allgather that keeps the root's part.
   virtual void broadcast(void* data, std::size_t bytes, int root);
 
-  /// Collective. Returns on any rank only after every rank has entered it.
+  /// Collective. Returns on any rank only after every rank has entered it. The default
+  /// implementation is an allgather of one byte.
   virtual void barrier();
 };
 
@@ -61,9 +71,11 @@ class FunctionBootstrap final : public Bootstrap {
 std::unique_ptr<Bootstrap> make_single_rank_bootstrap();
 
 /// Connects to a rendezvous at `endpoint` ("unix:@abstract-name", "unix:/path" or
-/// "tcp:host:port") as `rank` of `world_size`, presenting `secret`. Waits at most `timeout` for
-/// the rendezvous and for each later collective. A wrong secret or world size is refused by the
-/// server with an iris::Error(kBootstrap) that says which.
+/// "tcp:host:port") as `rank` of `world_size`, presenting `secret`. Retries connecting until
+/// `timeout`, since the server may start after the ranks, and then waits at most `timeout`
+/// (plus a short grace for the server's own report) for each collective. A wrong secret, world
+/// size or a rank that is taken is refused by the server with an iris::Error(kBootstrap) that
+/// says which; no server within `timeout` is iris::Error(kTimeout).
 std::unique_ptr<Bootstrap> connect_bootstrap(const std::string& endpoint, int rank, int world_size,
                                              const std::string& secret,
                                              std::chrono::nanoseconds timeout);
