@@ -64,6 +64,8 @@ using Frame = std::shared_ptr<const std::vector<std::byte>>;
 
 // How long stop() lets undelivered results drain before closing the connections.
 constexpr auto kDrainTime = std::chrono::seconds(1);
+// How long the server stops accepting after accept() failed (out of file descriptors).
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
 Frame make_frame(MessageType type, std::uint32_t code,
                  const std::vector<std::string_view>& payload_parts) {
@@ -89,8 +91,7 @@ struct Gathering {
   std::uint64_t bytes = 0;
   int first_rank = -1;
   Clock::time_point started;
-  std::vector<std::string_view> data;  // per rank, pointing into `payloads`
-  std::vector<std::vector<std::byte>> payloads;
+  std::vector<std::vector<std::byte>> payloads;  // per rank
   std::vector<bool> arrived;
   int arrived_count = 0;
 };
@@ -131,7 +132,8 @@ class RendezvousServer::Loop {
   void poll_once() {
     std::vector<pollfd> fds;
     fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({stopping_ ? -1 : listener_.get(), POLLIN, 0});
+    const bool accepting = !stopping_ && Clock::now() >= accept_paused_until_;
+    fds.push_back({accepting ? listener_.get() : -1, POLLIN, 0});
     const std::size_t watched = connections_.size();
     for (const auto& connection : connections_) {
       const short events = static_cast<short>((connection->closing ? 0 : POLLIN) |
@@ -163,8 +165,10 @@ class RendezvousServer::Loop {
       if (!fd) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        // EMFILE and friends: leave the connection in the backlog and try again later.
+        // EMFILE and friends: leave the connection in the backlog, and stop polling the
+        // listener for a moment rather than spin on it.
         log(LogLevel::kWarn, "rendezvous at ", endpoint_, ": accept(): ", std::strerror(errno));
+        accept_paused_until_ = Clock::now() + kAcceptPause;
         return;
       }
       auto connection = std::make_unique<Connection>();
@@ -188,18 +192,21 @@ class RendezvousServer::Loop {
 
   void receive(Connection& connection) {
     std::byte buffer[64 * 1024];
-    for (;;) {
+    while (!connection.dead && !connection.closing) {
       const ssize_t got = ::recv(connection.fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
       if (got > 0) {
+        // Frames are handled as they complete, so that an oversized one is refused before it
+        // is buffered.
         connection.inbox.insert(connection.inbox.end(), buffer, buffer + got);
+        handle_frames(connection);
+      } else if (got < 0 && errno == EINTR) {
         continue;
+      } else if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return;
+      } else {
+        close_connection(connection);  // orderly close, reset, or another error: the peer is gone
       }
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      close_connection(connection);  // orderly close, reset, or another error: the peer is gone
-      return;
     }
-    handle_frames(connection);
   }
 
   void handle_frames(Connection& connection) {
@@ -480,6 +487,7 @@ class RendezvousServer::Loop {
   Clock::time_point next_timer() const {
     Clock::time_point next = Clock::time_point::max();
     if (stopping_) next = drain_until_;
+    else if (accept_paused_until_ > Clock::now()) next = accept_paused_until_;
     if (gathering_) next = std::min(next, gathering_->started + timeout_);
     for (const auto& connection : connections_)
       if (connection->rank < 0 && !connection->dead) next = std::min(next, connection->opened + timeout_);
@@ -526,6 +534,7 @@ class RendezvousServer::Loop {
   std::optional<Failure> failure_;
   bool stopping_ = false;
   Clock::time_point drain_until_;
+  Clock::time_point accept_paused_until_;
 };
 
 RendezvousServer::RendezvousServer(std::string_view endpoint, int world_size, std::string secret,
