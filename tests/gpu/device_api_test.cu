@@ -1,0 +1,243 @@
+// The device API on one rank: the compile-time rules for tags and groups, exact results of
+// fetching atomics, waits that hold at once, barriers at world size 1, and the reports of every
+// kind of device failure (each in a child process: the trap that reports ends the CUDA context).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "iris/iris.hpp"
+
+namespace {
+
+// ---- compile-time rules ------------------------------------------------------------------------
+
+static_assert(iris::order_fits<iris::acquire_t, iris::access::load>);
+static_assert(iris::order_fits<iris::relaxed_t, iris::access::load>);
+static_assert(!iris::order_fits<iris::release_t, iris::access::load>);
+static_assert(!iris::order_fits<iris::acq_rel_t, iris::access::load>);
+static_assert(iris::order_fits<iris::release_t, iris::access::store>);
+static_assert(!iris::order_fits<iris::acquire_t, iris::access::store>);
+static_assert(!iris::order_fits<iris::acq_rel_t, iris::access::store>);
+static_assert(iris::order_fits<iris::acq_rel_t, iris::access::read_modify_write>);
+static_assert(iris::memory_order_like<iris::relaxed_t> && !iris::memory_order_like<iris::sys_t>);
+static_assert(iris::thread_scope_like<iris::gpu_t> && !iris::thread_scope_like<iris::acquire_t>);
+static_assert(iris::relaxed.value == cuda::memory_order_relaxed);
+static_assert(iris::sys.value == cuda::thread_scope_system);
+static_assert(iris::synchronizable_group<iris::thread> && iris::synchronizable_group<iris::warp> &&
+              iris::synchronizable_group<iris::warps<4>> && iris::synchronizable_group<iris::block>);
+static_assert(iris::cooperative_group<iris::grid> && !iris::synchronizable_group<iris::grid>);
+static_assert(!iris::cooperative_group<iris::device::Context>);
+static_assert(iris::warps<4>::size() == 128 && iris::warp::size() == 32 && iris::thread::size() == 1);
+
+iris::Context& context() {
+  static iris::Context ctx = [] {
+    iris::ContextOptions options;
+    options.heap_size = std::size_t{64} << 20;
+    options.wait_timeout = std::chrono::seconds(20);
+    return iris::Context::from_env(options);
+  }();
+  return ctx;
+}
+
+// ---- fetching atomics return the old value --------------------------------------------------
+
+/// One thread runs a fixed sequence on its own rank and records every returned value; the host
+/// replays the sequence and compares.
+template <class T>
+__global__ void atomic_sequence(const __grid_constant__ iris::device::Context ctx, T* cell,
+                                T* returned) {
+  namespace d = iris::device;
+  int i = 0;
+  *cell = T(10);
+  returned[i++] = d::atomic_add(ctx, cell, T(5), 0);                               // 10 -> 15
+  returned[i++] = d::atomic_sub(ctx, cell, T(3), 0, iris::relaxed);                // 15 -> 12
+  returned[i++] = d::atomic_min(ctx, cell, T(7), 0, iris::acquire);                // 12 -> 7
+  returned[i++] = d::atomic_max(ctx, cell, T(9), 0, iris::release);                // 7 -> 9
+  returned[i++] = d::atomic_exchange(ctx, cell, T(4), 0, iris::acq_rel, iris::gpu); // 9 -> 4
+  returned[i++] = d::atomic_cas(ctx, cell, T(5), T(100), 0);                       // fails: 4
+  returned[i++] = d::atomic_cas(ctx, cell, T(4), T(6), 0, iris::relaxed, iris::cta); // 4 -> 6
+  if constexpr (std::is_integral_v<T>) {
+    returned[i++] = d::atomic_and(ctx, cell, T(3), 0);                             // 6 -> 2
+    returned[i++] = d::atomic_or(ctx, cell, T(8), 0);                              // 2 -> 10
+    returned[i++] = d::atomic_xor(ctx, cell, T(15), 0);                            // 10 -> 5
+  }
+  d::atomic_add_nofetch(ctx, cell, T(1), 0);                                       // -> +1
+  returned[i++] = d::atomic_load(ctx, cell, 0);
+}
+
+template <class T>
+void check_sequence(std::vector<T> expected) {
+  iris::Context& ctx = context();
+  auto cell = ctx.empty<T>(1);  // the kernel sets it; `returned` it fills
+  auto returned = ctx.empty<T>(expected.size());
+  atomic_sequence<T><<<1, 1>>>(ctx.device(), cell.data(), returned.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ctx.barrier();
+  EXPECT_EQ(returned.to_host(), expected) << sizeof(T) << "-byte type";
+}
+
+TEST(DeviceApi, FetchingAtomicsReturnTheOldValue) {
+  check_sequence<std::int32_t>({10, 15, 12, 7, 9, 4, 4, 6, 2, 10, 6});
+  check_sequence<std::uint32_t>({10, 15, 12, 7, 9, 4, 4, 6, 2, 10, 6});
+  check_sequence<std::int64_t>({10, 15, 12, 7, 9, 4, 4, 6, 2, 10, 6});
+  check_sequence<unsigned long long>({10, 15, 12, 7, 9, 4, 4, 6, 2, 10, 6});
+  check_sequence<float>({10, 15, 12, 7, 9, 4, 4, 7});
+  check_sequence<double>({10, 15, 12, 7, 9, 4, 4, 7});
+}
+
+__global__ void negative_min_max(const __grid_constant__ iris::device::Context ctx,
+                                 std::int32_t* i, float* f) {
+  iris::device::atomic_min(ctx, i, -5, 0);
+  iris::device::atomic_max_nofetch(ctx, i + 1, -5, 0);
+  iris::device::atomic_min_nofetch(ctx, f, -2.5f, 0);
+  iris::device::atomic_max(ctx, f + 1, -2.5f, 0);
+}
+
+TEST(DeviceApi, MinAndMaxCompareSigned) {
+  iris::Context& ctx = context();
+  auto ints = ctx.full<std::int32_t>(2, 0);
+  auto floats = ctx.full<float>(2, 0.0f);
+  ctx.barrier();
+  negative_min_max<<<1, 1>>>(ctx.device(), ints.data(), floats.data());
+  ctx.barrier();
+  EXPECT_EQ(ints.to_host(), (std::vector<std::int32_t>{-5, 0}));
+  EXPECT_EQ(floats.to_host(), (std::vector<float>{-2.5f, 0.0f}));
+}
+
+// ---- waits that hold at once, barriers at world size 1 --------------------------------------
+
+__global__ void waits_that_hold(const __grid_constant__ iris::device::Context ctx,
+                                const std::int32_t* flag, std::int32_t* seen) {
+  namespace d = iris::device;
+  seen[0] = d::wait_until(ctx, flag, iris::cmp::eq, -7);
+  seen[1] = d::wait_until(ctx, flag, iris::cmp::ne, 0, iris::relaxed);
+  seen[2] = d::wait_until(ctx, flag, iris::cmp::lt, 0, iris::acquire, iris::gpu);
+  seen[3] = d::wait_until(ctx, flag, iris::cmp::le, -7);
+  seen[4] = d::wait_until(ctx, flag, iris::cmp::gt, -8);
+  seen[5] = d::wait_until(ctx, flag, iris::cmp::ge, -100);
+  d::wait_until(iris::block{}, ctx, flag, iris::cmp::ge, -7);
+  d::wait_until(iris::warps<2>{}, ctx, flag, iris::cmp::ge, -7);
+}
+
+TEST(DeviceApi, WaitsThatHoldReturnAtOnce) {
+  iris::Context& ctx = context();
+  auto flag = ctx.full<std::int32_t>(1, -7);
+  auto seen = ctx.zeros<std::int32_t>(6);
+  waits_that_hold<<<1, 128>>>(ctx.device(), flag.data(), seen.data());
+  ctx.barrier();
+  EXPECT_EQ(seen.to_host(), std::vector<std::int32_t>(6, -7));
+}
+
+__global__ void barriers_alone(const __grid_constant__ iris::device::Context ctx, int* counter) {
+  for (int round = 0; round < 50; ++round) {
+    iris::device::barrier(iris::block{}, ctx);
+    if (threadIdx.x == 0) atomicAdd(counter, 1);
+    iris::device::barrier(iris::grid{}, ctx);
+  }
+}
+
+TEST(DeviceApi, BarriersOfASingleRank) {
+  iris::Context& ctx = context();
+  auto counter = ctx.zeros<int>(1);
+  barriers_alone<<<8, 64>>>(ctx.device(), counter.data());
+  ctx.device_barrier();
+  ctx.barrier();
+  EXPECT_EQ(counter.to_host()[0], 8 * 50);
+}
+
+// ---- reports of device failures, each in its own process -----------------------------------
+
+enum class Failure { kTimeout, kBadRank, kOutsideHeap, kShapeMismatch, kTooManyBlocks };
+
+__global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure failure,
+                     std::uint32_t* flag, float* heap_floats, float* outside) {
+  namespace d = iris::device;
+  switch (failure) {
+    case Failure::kTimeout:
+      d::wait_until(ctx, flag, iris::cmp::eq, 3u);
+      break;
+    case Failure::kBadRank:
+      d::atomic_add(ctx, flag, 1u, 1);
+      break;
+    case Failure::kOutsideHeap:
+      d::get(iris::block{}, ctx, heap_floats, outside, 64, 0);
+      break;
+    case Failure::kShapeMismatch:
+      d::put(iris::warp{}, ctx, d::tile_view<float>(heap_floats, 4, 8, 8),
+             d::tile_view<const float>(heap_floats + 64, 4, 7, 7), 0);
+      break;
+    case Failure::kTooManyBlocks:
+      d::barrier(iris::block{}, ctx);
+      break;
+  }
+}
+
+/// Runs in the death-test child: a fresh single-rank Context with debug checks and a short
+/// timeout, the failing kernel, then the host's report on stderr and exit code 3.
+[[noreturn]] void report_failure(Failure failure) {
+  iris::ContextOptions options;
+  options.heap_size = std::size_t{64} << 20;
+  options.debug_checks = true;
+  options.wait_timeout = std::chrono::milliseconds(200);
+  auto* ctx = new iris::Context(iris::Context::from_env(options));  // the trap ends its device
+  auto* flag = static_cast<std::uint32_t*>(ctx->allocate_bytes(256));
+  auto* floats = static_cast<float*>(ctx->allocate_bytes(1024));
+  float* outside = nullptr;
+  if (cudaMemset(flag, 0, 256) != cudaSuccess || cudaMalloc(&outside, 1024) != cudaSuccess)
+    std::_Exit(1);
+  const unsigned blocks = failure == Failure::kTooManyBlocks ? 513 : 1;
+  fail<<<blocks, 32>>>(ctx->device(), failure, flag, floats, outside);
+  cudaDeviceSynchronize();
+  try {
+    ctx->check_device_errors();
+  } catch (const iris::Error& error) {
+    std::fprintf(stderr, "%s|%s\n", error.code() == iris::Errc::kDeviceTimeout ? "timeout" : "misuse",
+                 error.message().c_str());
+    std::_Exit(3);
+  }
+  std::_Exit(2);
+}
+
+void expect_report(Failure failure, const std::string& pattern) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(report_failure(failure), testing::ExitedWithCode(3), pattern);
+}
+
+TEST(DeviceApiReports, WaitTimeoutNamesTheFlagAndTheValues) {
+  expect_report(Failure::kTimeout,
+                "timeout\\|rank 0: wait_until\\(heap offset 0x[0-9a-f]+ on rank 0, eq 3\\) "
+                "timed out after [0-9.]+ ms, observed 0 \\(block 0, thread 0\\)");
+}
+
+TEST(DeviceApiReports, RankOutsideTheWorld) {
+  expect_report(Failure::kBadRank,
+                "misuse\\|rank 0: atomic_add: rank 1 is not in the world of 1 ranks \\(block 0, "
+                "thread 0\\)");
+}
+
+TEST(DeviceApiReports, PointerOutsideTheHeap) {
+  expect_report(Failure::kOutsideHeap,
+                "misuse\\|rank 0: get: 256 bytes at heap offset -?0x[0-9a-f]+ on rank 0 are not "
+                "inside the heap of 0x[0-9a-f]+ bytes");
+}
+
+TEST(DeviceApiReports, TilesOfDifferentShapes) {
+  expect_report(Failure::kShapeMismatch,
+                "misuse\\|rank 0: put: the destination tile is 4 x 8, the source tile 4 x 7");
+}
+
+TEST(DeviceApiReports, BlockBarrierPastItsChannels) {
+  expect_report(Failure::kTooManyBlocks,
+                "misuse\\|rank 0: barrier\\(block\\): block 512 is past the 512 blocks it "
+                "supports");
+}
+
+}  // namespace
