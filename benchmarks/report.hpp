@@ -1,17 +1,23 @@
-// What every benchmark shares: statistics over repeated timings, a table for people, and a JSON
-// file for machines (with the date, device and commit it was measured on).
+// What every benchmark (and every example that prints a speed) shares: the timing harness (CUDA
+// events around repeated calls, medians), statistics, command-line numbers, a table for people,
+// and a JSON file for machines (with the date, device and commit it was measured on).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "iris/host/bootstrap.hpp"
+#include "iris/host/error.hpp"
 
 namespace iris::bench {
 
@@ -71,27 +77,31 @@ inline std::string utc_now() {
   return text;
 }
 
-/// Prints `rows` as an aligned table under `title`, and writes
-/// {"benchmark", "date", "device", "commit", "context", "rows": [...]} to `json_path` when set.
-inline void report(const std::string& title, const std::vector<Row>& rows,
-                   const std::string& json_path, const std::string& context_note = "") {
+/// Prints `rows` as an aligned table under `title` (and `context_note` under it).
+inline void print_table(const std::string& title, const std::vector<Row>& rows,
+                        const std::string& context_note = "") {
   std::printf("\n%s\n", title.c_str());
   if (!context_note.empty()) std::printf("%s\n", context_note.c_str());
-  if (!rows.empty()) {
-    const auto& keys = rows.front().keys();
-    std::vector<std::size_t> width(keys.size());
-    for (std::size_t k = 0; k < keys.size(); ++k) {
-      width[k] = keys[k].size();
-      for (const Row& row : rows) width[k] = std::max(width[k], row.shown(keys[k]).size());
-    }
-    for (std::size_t k = 0; k < keys.size(); ++k) std::printf("%*s  ", static_cast<int>(width[k]), keys[k].c_str());
-    std::printf("\n");
-    for (const Row& row : rows) {
-      for (std::size_t k = 0; k < keys.size(); ++k)
-        std::printf("%*s  ", static_cast<int>(width[k]), row.shown(keys[k]).c_str());
-      std::printf("\n");
-    }
+  if (rows.empty()) return;
+  const auto& keys = rows.front().keys();
+  std::vector<std::size_t> width(keys.size());
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    width[k] = keys[k].size();
+    for (const Row& row : rows) width[k] = std::max(width[k], row.shown(keys[k]).size());
   }
+  for (std::size_t k = 0; k < keys.size(); ++k) std::printf("%*s  ", static_cast<int>(width[k]), keys[k].c_str());
+  std::printf("\n");
+  for (const Row& row : rows) {
+    for (std::size_t k = 0; k < keys.size(); ++k)
+      std::printf("%*s  ", static_cast<int>(width[k]), row.shown(keys[k]).c_str());
+    std::printf("\n");
+  }
+}
+
+/// Writes {"benchmark", "date", "device", "commit", "context", "rows": [...]} to `json_path`
+/// (nothing when it is empty).
+inline void write_json(const std::string& json_path, const std::string& title,
+                       const std::vector<Row>& rows, const std::string& context_note = "") {
   if (json_path.empty()) return;
   std::ofstream out(json_path);
   const char* commit = std::getenv("IRIS_COMMIT");
@@ -110,11 +120,127 @@ inline void report(const std::string& title, const std::vector<Row>& rows,
   std::printf("wrote %s\n", json_path.c_str());
 }
 
+/// print_table, then write_json.
+inline void report(const std::string& title, const std::vector<Row>& rows,
+                   const std::string& json_path, const std::string& context_note = "") {
+  print_table(title, rows, context_note);
+  write_json(json_path, title, rows, context_note);
+}
+
 /// The value after `--json` in argv, or "".
 inline std::string json_path_from_args(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--json") return argv[i + 1];
   return "";
 }
+
+/// The number after `flag` in argv (`--samples 50`), or `fallback`.
+inline double number_arg(int argc, char** argv, const std::string& flag, double fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == flag) return std::atof(argv[i + 1]);
+  return fallback;
+}
+
+/// True when a CUDA GPU is visible. Otherwise prints why `program` has nothing to run, so that
+/// it can exit 0 on a machine without a GPU (CI builds everything; only GPU machines run it).
+inline bool gpu_visible(const char* program) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) return true;
+  cudaGetLastError();  // clear the "no device" status so that nothing reports it later
+  std::printf("%s: no CUDA GPU is visible, so there is nothing to run. Iris needs an NVIDIA GPU "
+              "(Hopper or newer); run this under iris-run on a GPU machine.\n", program);
+  return false;
+}
+
+/// Multiprocessors of the current GPU: grids are sized in multiples of it.
+inline int sm_count() {
+  int device = 0, sms = 0;
+  IRIS_CUDA_CHECK(cudaGetDevice(&device));
+  IRIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+/// How often a timed call repeats. Each sample times `calls_per_sample` back-to-back calls with
+/// one pair of CUDA events and divides, so that calls shorter than an event's resolution (and
+/// than a launch) still measure what a stream of them sustains.
+struct Repeats {
+  int warmup = 3;             ///< untimed calls first: module load, first-touch, clocks
+  int samples = 21;           ///< the median of these is reported
+  int calls_per_sample = 1;
+};
+
+/// Milliseconds per call of `enqueue(call)`, one value per sample. `enqueue` queues one call on
+/// `stream`; it gets a running call number so that it can rotate among buffers (keeping
+/// repeated calls out of the L2 cache). The host waits for each sample, so nothing queues up
+/// behind the events.
+template <class Enqueue>
+std::vector<double> time_calls_ms(cudaStream_t stream, const Repeats& repeats, Enqueue&& enqueue) {
+  cudaEvent_t start, stop;
+  IRIS_CUDA_CHECK(cudaEventCreate(&start));
+  IRIS_CUDA_CHECK(cudaEventCreate(&stop));
+  long call = 0;
+  for (int i = 0; i < repeats.warmup; ++i) enqueue(call++);
+  IRIS_CUDA_CHECK(cudaGetLastError());
+  std::vector<double> samples;
+  for (int s = 0; s < repeats.samples; ++s) {
+    IRIS_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < repeats.calls_per_sample; ++i) enqueue(call++);
+    IRIS_CUDA_CHECK(cudaEventRecord(stop, stream));
+    IRIS_CUDA_CHECK(cudaEventSynchronize(stop));
+    IRIS_CUDA_CHECK(cudaGetLastError());
+    float ms = 0;
+    IRIS_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    samples.push_back(static_cast<double>(ms) / repeats.calls_per_sample);
+  }
+  IRIS_CUDA_CHECK(cudaEventDestroy(start));
+  IRIS_CUDA_CHECK(cudaEventDestroy(stop));
+  return samples;
+}
+
+/// Median of `time_calls_ms`.
+template <class Enqueue>
+double median_ms(cudaStream_t stream, const Repeats& repeats, Enqueue&& enqueue) {
+  return summarize(time_calls_ms(stream, repeats, enqueue)).median;
+}
+
+/// Decimal gigabytes per second (as NVIDIA's and NCCL's figures are).
+inline double gb_per_s(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+
+/// Each rank's GPU as a device ordinal of this process (collective; -1 where this process
+/// cannot see that GPU). Ranks may see different ordinals for one GPU, so they swap PCI bus ids.
+inline std::vector<int> device_of_each_rank(Bootstrap& bootstrap) {
+  constexpr int kBusIdBytes = 32;
+  char mine[kBusIdBytes] = {};
+  int device = 0;
+  IRIS_CUDA_CHECK(cudaGetDevice(&device));
+  IRIS_CUDA_CHECK(cudaDeviceGetPCIBusId(mine, kBusIdBytes, device));
+  std::vector<char> all(std::size_t{kBusIdBytes} * bootstrap.world_size());
+  bootstrap.allgather(mine, all.data(), kBusIdBytes);
+  std::vector<int> ordinals(bootstrap.world_size(), -1);
+  for (int r = 0; r < bootstrap.world_size(); ++r)
+    if (cudaDeviceGetByPCIBusId(&ordinals[r], &all[std::size_t{kBusIdBytes} * r]) != cudaSuccess) {
+      ordinals[r] = -1;
+      cudaGetLastError();
+    }
+  return ordinals;
+}
+
+/// The largest of every rank's `value` (collective): a job runs at its slowest rank's pace.
+inline double slowest_rank(Bootstrap& bootstrap, double value) {
+  std::vector<double> all(bootstrap.world_size());
+  bootstrap.allgather(&value, all.data(), sizeof(double));
+  return *std::max_element(all.begin(), all.end());
+}
+
+#if defined(__CUDACC__)
+/// Nanoseconds of the GPU's global timer, for latencies timed inside a kernel (a loop of round
+/// trips or barriers) where events around the launch would add the launch and the ranks' start
+/// skew. Its resolution can be as coarse as a microsecond: time batches of many operations.
+__device__ inline std::uint64_t device_clock_ns() {
+  std::uint64_t ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  return ns;
+}
+#endif
 
 }  // namespace iris::bench
