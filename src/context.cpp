@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "detail/context_state.hpp"
 #include "detail/fill.hpp"
@@ -61,6 +62,22 @@ int choose_device(const ContextOptions& options, const Topology& topology) {
   return static_cast<int>(device);
 }
 
+/// Collective: throws iris::Error(kMismatch) on every rank when ranks disagree on `setting`,
+/// which they must share because it changes which collectives they make.
+void require_same_on_all_ranks(Bootstrap& bootstrap, bool setting, const char* what) {
+  const std::uint8_t mine = setting ? 1 : 0;
+  std::vector<std::uint8_t> all(bootstrap.world_size());
+  bootstrap.allgather(&mine, all.data(), 1);
+  for (int r = 0; r < bootstrap.world_size(); ++r) {
+    if (all[r] != mine) {
+      throw Error(Errc::kMismatch, std::string("ranks disagree on ") + what + ": rank " +
+                                       std::to_string(bootstrap.rank()) + " has it " +
+                                       (mine ? "on" : "off") + ", rank " + std::to_string(r) +
+                                       (all[r] ? " on" : " off"));
+    }
+  }
+}
+
 }  // namespace
 
 ContextState::ContextState(std::unique_ptr<Bootstrap> bootstrap_in, const ContextOptions& options)
@@ -72,6 +89,7 @@ ContextState::ContextState(std::unique_ptr<Bootstrap> bootstrap_in, const Contex
   IRIS_CUDA_CHECK(cudaFree(nullptr));  // create the CUDA context now, not inside a later call
 
   debug_checks = options.debug_checks ? *options.debug_checks : env::get_flag(env::kDebugChecks, false);
+  require_same_on_all_ranks(*bootstrap, debug_checks, "debug checks (IRIS_DEBUG_CHECKS)");
   const auto timeout = options.wait_timeout ? *options.wait_timeout
                                             : env::get_seconds(env::kWaitTimeout, kDefaultWaitTimeout);
   wait_timeout_ns = static_cast<std::uint64_t>(timeout.count());

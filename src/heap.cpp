@@ -175,7 +175,9 @@ void SymmetricHeap::create_vmm(Bootstrap& bootstrap, const Topology& topology,
                                                   CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
 
   DeviceIdentity mine;
-  IRIS_CUDA_CHECK(cudaDeviceGetUuid(&mine.uuid, cuda_device_));
+  cudaDeviceProp prop_of_device{};
+  IRIS_CUDA_CHECK(cudaGetDeviceProperties(&prop_of_device, cuda_device_));
+  mine.uuid = prop_of_device.uuid;
   mine.size = round_up(size_, granularity);
   mine.granularity = granularity;
   const std::vector<DeviceIdentity> devices = gather_devices(bootstrap, mine);
@@ -297,7 +299,8 @@ void SymmetricHeap::create_ipc(Bootstrap& bootstrap) {
     IRIS_CUDA_CHECK(cudaIpcOpenMemHandle(&peer, all[r].handle, cudaIpcMemLazyEnablePeerAccess));
     peer_bases_[r] = static_cast<std::byte*>(peer);
   }
-  IRIS_CUDA_CHECK(cudaMalloc(&device_peer_bases_, world_size_ * sizeof(std::byte*)));
+  IRIS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_peer_bases_),
+                             world_size_ * sizeof(std::byte*)));
   IRIS_CUDA_CHECK(cudaMemcpy(device_peer_bases_, peer_bases_.data(),
                              world_size_ * sizeof(std::byte*), cudaMemcpyHostToDevice));
   log(LogLevel::kDebug, "symmetric heap: cudaIpc, ", world_size_, " x ", size_, " bytes");

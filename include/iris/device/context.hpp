@@ -80,10 +80,11 @@ class Context {
   /// check both (see iris/device/debug.hpp).
   template <class T>
   IRIS_HOST_DEVICE T* translate(T* ptr, int to) const {
-    using Byte = std::conditional_t<std::is_const_v<T>, const std::byte, std::byte>;
-    auto* p = reinterpret_cast<Byte*>(ptr);
+    // Integer arithmetic keeps every cv-qualifier of T (flags are often volatile).
+    const auto p = reinterpret_cast<std::uintptr_t>(ptr);
     if (is_flat()) return reinterpret_cast<T*>(p + static_cast<std::ptrdiff_t>(to - rank_) * stride_);
-    return reinterpret_cast<T*>(peer_bases_[to] + (p - heap_base_));
+    return reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(peer_bases_[to]) +
+                                (p - reinterpret_cast<std::uintptr_t>(heap_base_)));
   }
 
   /// The object at heap offset `offset` on rank `to`.
