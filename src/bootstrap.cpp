@@ -184,11 +184,9 @@ std::unique_ptr<Bootstrap> serve_and_connect(const LauncherRank& launched,
       launched.world_size, ": rendezvous at ", endpoint, ", served by rank 0");
   if (launched.rank != 0)
     return connect_bootstrap(endpoint, launched.rank, launched.world_size, secret, timeout);
-  auto server = std::make_unique<detail::RendezvousServer>(endpoint, launched.world_size, secret, timeout);
-  auto client = std::make_unique<detail::RendezvousClient>(server->endpoint(), 0,
-                                                           launched.world_size, secret, timeout);
-  client->own_server(std::move(server));
-  return client;
+  // Rank 0 serves for the rest of its life: see serve_for_process_lifetime.
+  const auto server = detail::serve_for_process_lifetime(endpoint, launched.world_size, secret, timeout);
+  return connect_bootstrap(server->endpoint(), 0, launched.world_size, secret, timeout);
 }
 
 }  // namespace

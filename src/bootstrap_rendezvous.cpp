@@ -1,5 +1,9 @@
 // RendezvousClient: one rank's side of the rendezvous protocol (see detail/rendezvous.hpp).
+#include <pthread.h>
+
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "detail/log.hpp"
 #include "detail/rendezvous.hpp"
@@ -16,6 +20,66 @@ using namespace rendezvous;
 constexpr auto kServerAnswerGrace = std::chrono::seconds(2);
 // Failure messages are a line of text; anything longer is not from an Iris server.
 constexpr std::uint64_t kMaxMessageBytes = 64 * 1024;
+
+// What this process keeps across its bootstraps: how many it has opened at each endpoint, and
+// the servers it serves for its whole life. A forked child is another process: it starts from
+// nothing, and leaves its parent's servers alone (their threads do not exist in the child, and
+// stopping them would wake the parent's through the shared eventfd).
+class ProcessRendezvousState {
+ public:
+  static ProcessRendezvousState& get() {
+    static ProcessRendezvousState state;
+    return state;
+  }
+
+  std::uint64_t next_instance(const std::string& endpoint) {
+    const std::lock_guard lock(mutex_);
+    return ++opened_[endpoint];
+  }
+
+  std::shared_ptr<RendezvousServer> server(const std::string& endpoint, int world_size,
+                                           const std::string& secret, std::chrono::nanoseconds timeout) {
+    const std::lock_guard lock(mutex_);
+    auto [entry, created] = servers_.try_emplace(endpoint);
+    if (created) {
+      try {
+        entry->second = Served{std::make_shared<RendezvousServer>(endpoint, world_size, secret, timeout),
+                               world_size, secret};
+      } catch (...) {
+        servers_.erase(entry);
+        throw;
+      }
+    } else if (entry->second.world_size != world_size || entry->second.secret != secret) {
+      throw Error(Errc::kInvalidArgument, "this process already serves the rendezvous at " + endpoint +
+                                              " for another job (world size " +
+                                              std::to_string(entry->second.world_size) + ")");
+    }
+    return entry->second.server;
+  }
+
+ private:
+  struct Served {
+    std::shared_ptr<RendezvousServer> server;
+    int world_size;
+    std::string secret;
+  };
+
+  ProcessRendezvousState() {
+    ::pthread_atfork([] { get().mutex_.lock(); }, [] { get().mutex_.unlock(); },
+                     [] { get().forget_parent(); });
+  }
+
+  void forget_parent() {  // in the child of fork(), with mutex_ held by the forking thread
+    opened_.clear();
+    (void)new std::map<std::string, Served>(std::move(servers_));  // leaked on purpose
+    servers_.clear();
+    mutex_.unlock();
+  }
+
+  std::mutex mutex_;
+  std::map<std::string, std::uint64_t> opened_;
+  std::map<std::string, Served> servers_;
+};
 
 Errc errc_from_wire(std::uint32_t code) {
   return code <= static_cast<std::uint32_t>(Errc::kInternal) ? static_cast<Errc>(code)
@@ -35,7 +99,8 @@ RendezvousClient::RendezvousClient(std::string_view endpoint, int rank, int worl
   const Deadline deadline(timeout);
   socket_ = connect_with_retry(parsed, deadline);
 
-  const HelloHeader hello{kMagic, kProtocolVersion, rank, world_size};
+  instance_ = ProcessRendezvousState::get().next_instance(endpoint_);
+  const HelloHeader hello{kMagic, kProtocolVersion, rank, world_size, instance_};
   const auto frame = encode_frame(MessageType::kHello, 0, {bytes_of(hello), secret});
   const std::string what = "the hello of rank " + std::to_string(rank);
   if (send_all(socket_.get(), frame.data(), frame.size(), deadline) != IoStatus::kOk)
@@ -46,8 +111,10 @@ RendezvousClient::RendezvousClient(std::string_view endpoint, int rank, int worl
 
 RendezvousClient::~RendezvousClient() = default;
 
-void RendezvousClient::own_server(std::unique_ptr<RendezvousServer> server) {
-  server_ = std::move(server);
+std::shared_ptr<RendezvousServer> serve_for_process_lifetime(const std::string& endpoint, int world_size,
+                                                             const std::string& secret,
+                                                             std::chrono::nanoseconds timeout) {
+  return ProcessRendezvousState::get().server(endpoint, world_size, secret, timeout);
 }
 
 void RendezvousClient::allgather(const void* send, void* recv, std::size_t bytes) {
@@ -76,7 +143,7 @@ void RendezvousClient::run(Collective collective, int root, const void* send,
   if (!failure_.empty())
     throw Error(failure_code_, failure_ + " (reported by an earlier collective; the bootstrap is unusable)");
   const std::uint64_t sequence = ++sequence_;
-  const std::string what = describe(collective, sequence);
+  const std::string what = describe(collective, sequence, instance_);
   const ContributionHeader header{sequence, static_cast<std::uint32_t>(collective), root,
                                   declared_bytes};
   const auto frame = encode_frame(

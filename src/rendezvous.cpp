@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <optional>
 
 #include "detail/log.hpp"
@@ -27,8 +28,10 @@ std::string_view to_string(Collective collective) noexcept {
   return "unknown collective";
 }
 
-std::string describe(Collective collective, std::uint64_t sequence) {
-  return std::string(to_string(collective)) + " #" + std::to_string(sequence);
+std::string describe(Collective collective, std::uint64_t sequence, std::uint64_t instance) {
+  std::string text = std::string(to_string(collective)) + " #" + std::to_string(sequence);
+  if (instance > 1) text += " of bootstrap " + std::to_string(instance);
+  return text;
 }
 
 std::vector<std::byte> encode_frame(MessageType type, std::uint32_t code,
@@ -72,10 +75,13 @@ Frame make_frame(MessageType type, std::uint32_t code,
   return std::make_shared<const std::vector<std::byte>>(encode_frame(type, code, payload_parts));
 }
 
+struct Session;
+
 // One client connection, from accept() to close.
 struct Connection {
   UniqueFd fd;
-  int rank = -1;  // -1 until its hello was accepted
+  int rank = -1;               // -1 until its hello was accepted
+  Session* session = nullptr;  // the bootstrap it belongs to, once its hello was accepted
   Clock::time_point opened;
   std::vector<std::byte> inbox;
   std::deque<std::pair<Frame, std::size_t>> outbox;  // frames and how much of the first is sent
@@ -101,6 +107,28 @@ struct Failure {
   std::string message;
 };
 
+// The ranks' n-th bootstraps on this server (every rank opens its bootstraps in the same order):
+// a group with its own sequence of collectives and its own failure, so that a job can create
+// and destroy contexts one after another, or hold several at once.
+struct Session {
+  Session(std::uint64_t instance, int world_size)
+      : instance(instance),
+        by_rank(static_cast<std::size_t>(world_size), nullptr),
+        departed(static_cast<std::size_t>(world_size), false) {}
+
+  std::string name(Collective collective, std::uint64_t sequence) const {
+    return describe(collective, sequence, instance);
+  }
+
+  std::uint64_t instance;
+  std::vector<Connection*> by_rank;  // the connection of each rank that has said hello
+  std::vector<bool> departed;        // ranks whose connection has closed
+  int departed_count = 0;
+  std::optional<Gathering> gathering;
+  std::uint64_t completed = 0;  // sequence number of the last completed collective
+  std::optional<Failure> failure;
+};
+
 }  // namespace
 
 class RendezvousServer::Loop {
@@ -112,9 +140,7 @@ class RendezvousServer::Loop {
         world_size_(world_size),
         secret_(std::move(secret)),
         timeout_(timeout),
-        endpoint_(std::move(endpoint)),
-        by_rank_(static_cast<std::size_t>(world_size), nullptr),
-        departed_(static_cast<std::size_t>(world_size), false) {}
+        endpoint_(std::move(endpoint)) {}
 
   // The thread's body. Exceptions end the loop with a log line rather than std::terminate: the
   // clients then see the connection close, which they report.
@@ -149,6 +175,8 @@ class RendezvousServer::Loop {
     for (std::size_t i = 0; i < watched; ++i) serve(*connections_[i], fds[i + 2].revents);
     check_timers();
     std::erase_if(connections_, [](const auto& connection) { return connection->dead; });
+    // A bootstrap that every rank has joined and left is over.
+    std::erase_if(sessions_, [&](const auto& entry) { return entry.second.departed_count == world_size_; });
   }
 
   void begin_stop() {
@@ -240,6 +268,11 @@ class RendezvousServer::Loop {
     flush(connection);
   }
 
+  void send_to_session(Session& session, const Frame& frame) {
+    for (Connection* connection : session.by_rank)
+      if (connection != nullptr) send(*connection, frame);
+  }
+
   void flush(Connection& connection) {
     while (!connection.outbox.empty()) {
       auto& [frame, sent] = connection.outbox.front();
@@ -268,23 +301,27 @@ class RendezvousServer::Loop {
     connection.dead = true;
     connection.fd.reset();
     connection.outbox.clear();
-    if (connection.rank < 0) return;
-    const int rank = connection.rank;
-    by_rank_[static_cast<std::size_t>(rank)] = nullptr;
-    departed_[static_cast<std::size_t>(rank)] = true;
-    log(LogLevel::kDebug, "rendezvous at ", endpoint_, ": rank ", rank, " disconnected");
-    if (gathering_ && !stopping_)
-      fail_job(Errc::kBootstrap, "rank " + std::to_string(rank) + " disconnected during " +
-                                     describe(gathering_->collective, gathering_->sequence));
+    if (connection.session == nullptr) return;
+    Session& session = *connection.session;
+    const auto index = static_cast<std::size_t>(connection.rank);
+    session.by_rank[index] = nullptr;
+    session.departed[index] = true;
+    ++session.departed_count;
+    log(LogLevel::kDebug, "rendezvous at ", endpoint_, ": rank ", connection.rank, " left bootstrap ",
+        session.instance);
+    if (session.gathering && !stopping_)
+      fail_session(session, Errc::kBootstrap,
+                   "rank " + std::to_string(connection.rank) + " disconnected during " +
+                       session.name(session.gathering->collective, session.gathering->sequence));
   }
 
   // ------------------------------------------------------------------------------------------
   // Messages
 
   void handle_frame(Connection& connection, MessageType type, std::string_view payload) {
-    if (type == MessageType::kHello && connection.rank < 0) {
+    if (type == MessageType::kHello && connection.session == nullptr) {
       handle_hello(connection, payload);
-    } else if (type == MessageType::kContribute && connection.rank >= 0) {
+    } else if (type == MessageType::kContribute && connection.session != nullptr) {
       handle_contribution(connection, payload);
     } else {
       protocol_violation(connection, "an unexpected message (type " +
@@ -301,8 +338,13 @@ class RendezvousServer::Loop {
       close_connection(connection);
       return;
     }
-    const std::string_view secret = payload.substr(sizeof hello);
-    if (auto refusal = check_hello(hello, secret)) {
+    std::optional<Failure> refusal = check_job(hello, payload.substr(sizeof hello));
+    Session* session = nullptr;
+    if (!refusal) {
+      session = &sessions_.try_emplace(hello.instance, hello.instance, world_size_).first->second;
+      refusal = check_rank(*session, hello.rank);
+    }
+    if (refusal) {
       log(LogLevel::kWarn, "rendezvous at ", endpoint_, ": refused a connection: ", refusal->message);
       send(connection, make_frame(MessageType::kFailure, static_cast<std::uint32_t>(refusal->code),
                                   {refusal->message}));
@@ -311,13 +353,15 @@ class RendezvousServer::Loop {
       return;
     }
     connection.rank = hello.rank;
-    by_rank_[static_cast<std::size_t>(hello.rank)] = &connection;
-    log(LogLevel::kDebug, "rendezvous at ", endpoint_, ": rank ", hello.rank, " connected");
+    connection.session = session;
+    session->by_rank[static_cast<std::size_t>(hello.rank)] = &connection;
+    log(LogLevel::kDebug, "rendezvous at ", endpoint_, ": rank ", hello.rank, " joined bootstrap ",
+        hello.instance);
     send(connection, make_frame(MessageType::kWelcome, 0, {}));
   }
 
-  // Why a hello is refused, or nothing when it is welcome.
-  std::optional<Failure> check_hello(const HelloHeader& hello, std::string_view secret) const {
+  // Whether a hello belongs to this job at all.
+  std::optional<Failure> check_job(const HelloHeader& hello, std::string_view secret) const {
     const auto refuse = [](std::string message) {
       return Failure{Errc::kBootstrap, std::move(message)};
     };
@@ -333,16 +377,25 @@ class RendezvousServer::Loop {
                     std::to_string(world_size_));
     if (hello.rank < 0 || hello.rank >= world_size_)
       return refuse(rank + " is out of range: the job has ranks 0 to " + std::to_string(world_size_ - 1));
-    if (failure_) return failure_;
-    const auto index = static_cast<std::size_t>(hello.rank);
-    if (by_rank_[index] != nullptr)
-      return refuse(rank + " is already connected (do two processes claim the same rank?)");
-    if (departed_[index]) return refuse(rank + " already left the job; it cannot join again");
+    if (hello.instance == 0) return refuse(rank + " sent bootstrap number 0");
+    return std::nullopt;
+  }
+
+  // Whether `rank` may join `session`.
+  static std::optional<Failure> check_rank(const Session& session, int rank) {
+    if (session.failure) return session.failure;
+    const auto index = static_cast<std::size_t>(rank);
+    const std::string who = "rank " + std::to_string(rank);
+    if (session.by_rank[index] != nullptr)
+      return Failure{Errc::kBootstrap, who + " is already connected (do two processes claim the same rank?)"};
+    if (session.departed[index])
+      return Failure{Errc::kBootstrap, who + " already left the job; it cannot join again"};
     return std::nullopt;
   }
 
   void handle_contribution(Connection& connection, std::string_view payload) {
-    if (failure_) return;  // this rank has been sent the failure already
+    Session& session = *connection.session;
+    if (session.failure) return;  // this rank has been sent the failure already
     ContributionHeader header{};
     if (payload.size() < sizeof header) {
       protocol_violation(connection, "a truncated contribution");
@@ -350,34 +403,35 @@ class RendezvousServer::Loop {
     }
     std::memcpy(&header, payload.data(), sizeof header);
     const std::string_view data = payload.substr(sizeof header);
-    if (auto problem = check_contribution(connection.rank, header, data)) {
-      fail_job(problem->code, problem->message);
+    if (auto problem = check_contribution(session, connection.rank, header, data)) {
+      fail_session(session, problem->code, problem->message);
       return;
     }
-    if (!gathering_) {
-      if (auto departed = first_departed()) {
-        fail_job(Errc::kBootstrap, "rank " + std::to_string(*departed) + " disconnected before " +
-                                       describe(static_cast<Collective>(header.collective),
-                                                header.sequence));
+    if (!session.gathering) {
+      if (auto departed = first_departed(session)) {
+        fail_session(session, Errc::kBootstrap,
+                     "rank " + std::to_string(*departed) + " disconnected before " +
+                         session.name(static_cast<Collective>(header.collective), header.sequence));
         return;
       }
-      start_gathering(connection.rank, header);
-    } else if (auto mismatch = compare_with_first(connection.rank, header)) {
-      fail_job(Errc::kMismatch, *mismatch);
+      start_gathering(session, connection.rank, header);
+    } else if (auto mismatch = compare_with_first(session, connection.rank, header)) {
+      fail_session(session, Errc::kMismatch, *mismatch);
       return;
     }
-    add_contribution(connection.rank, data);
+    add_contribution(session, connection.rank, data);
   }
 
   // Checks a contribution on its own: sequence, kind and size. These only fail for a client
   // that does not follow the protocol, which is a bug rather than a user error.
-  std::optional<Failure> check_contribution(int rank, const ContributionHeader& header,
+  std::optional<Failure> check_contribution(const Session& session, int rank,
+                                            const ContributionHeader& header,
                                             std::string_view data) const {
     const auto internal = [](std::string message) {
       return Failure{Errc::kInternal, std::move(message)};
     };
     const std::string who = "rank " + std::to_string(rank);
-    const std::uint64_t expected = completed_ + 1;
+    const std::uint64_t expected = session.completed + 1;
     if (header.sequence != expected)
       return internal(who + " sent collective #" + std::to_string(header.sequence) +
                       " while the job is at #" + std::to_string(expected));
@@ -391,23 +445,26 @@ class RendezvousServer::Loop {
     }
     if (data.size() != expected_data || header.bytes > kMaxContributionBytes)
       return internal(who + " sent " + std::to_string(data.size()) + " bytes for " +
-                      describe(collective, header.sequence) + ", which declares " +
+                      session.name(collective, header.sequence) + ", which declares " +
                       std::to_string(header.bytes));
-    if (gathering_ && gathering_->arrived[static_cast<std::size_t>(rank)])
-      return internal(who + " contributed twice to " + describe(collective, header.sequence));
+    if (session.gathering && session.gathering->arrived[static_cast<std::size_t>(rank)])
+      return internal(who + " contributed twice to " + session.name(collective, header.sequence));
     return std::nullopt;
   }
 
-  std::optional<std::string> compare_with_first(int rank, const ContributionHeader& header) const {
-    const Gathering& first = *gathering_;
+  static std::optional<std::string> compare_with_first(const Session& session, int rank,
+                                                       const ContributionHeader& header) {
+    const Gathering& first = *session.gathering;
     const std::string who = "rank " + std::to_string(rank);
     const std::string other = "rank " + std::to_string(first.first_rank);
     const auto collective = static_cast<Collective>(header.collective);
-    if (collective != first.collective)
-      return "collective #" + std::to_string(header.sequence) + ": " + who + " called " +
-             std::string(to_string(collective)) + " but " + other + " called " +
-             std::string(to_string(first.collective));
-    const std::string what = describe(collective, header.sequence) + ": ";
+    if (collective != first.collective) {
+      std::string text = "collective #" + std::to_string(header.sequence);
+      if (session.instance > 1) text += " of bootstrap " + std::to_string(session.instance);
+      return text + ": " + who + " called " + std::string(to_string(collective)) + " but " + other +
+             " called " + std::string(to_string(first.collective));
+    }
+    const std::string what = session.name(collective, header.sequence) + ": ";
     if (header.root != first.root)
       return what + who + " names root " + std::to_string(header.root) + " but " + other +
              " names root " + std::to_string(first.root);
@@ -417,14 +474,14 @@ class RendezvousServer::Loop {
     return std::nullopt;
   }
 
-  std::optional<int> first_departed() const {
+  std::optional<int> first_departed(const Session& session) const {
     for (int rank = 0; rank < world_size_; ++rank)
-      if (departed_[static_cast<std::size_t>(rank)]) return rank;
+      if (session.departed[static_cast<std::size_t>(rank)]) return rank;
     return std::nullopt;
   }
 
-  void start_gathering(int rank, const ContributionHeader& header) {
-    Gathering& gathering = gathering_.emplace();
+  void start_gathering(Session& session, int rank, const ContributionHeader& header) {
+    Gathering& gathering = session.gathering.emplace();
     gathering.sequence = header.sequence;
     gathering.collective = static_cast<Collective>(header.collective);
     gathering.root = header.root;
@@ -435,17 +492,17 @@ class RendezvousServer::Loop {
     gathering.arrived.assign(static_cast<std::size_t>(world_size_), false);
   }
 
-  void add_contribution(int rank, std::string_view data) {
-    Gathering& gathering = *gathering_;
+  void add_contribution(Session& session, int rank, std::string_view data) {
+    Gathering& gathering = *session.gathering;
     const auto index = static_cast<std::size_t>(rank);
     const auto* bytes = reinterpret_cast<const std::byte*>(data.data());
     gathering.payloads[index].assign(bytes, bytes + data.size());
     gathering.arrived[index] = true;
-    if (++gathering.arrived_count == world_size_) complete();
+    if (++gathering.arrived_count == world_size_) complete(session);
   }
 
-  void complete() {
-    const Gathering& gathering = *gathering_;
+  void complete(Session& session) {
+    const Gathering& gathering = *session.gathering;
     std::vector<std::string_view> parts;
     parts.push_back(bytes_of(gathering.sequence));
     const auto as_view = [](const std::vector<std::byte>& bytes) {
@@ -456,23 +513,20 @@ class RendezvousServer::Loop {
     else if (gathering.collective == Collective::kBroadcast)
       parts.push_back(as_view(gathering.payloads[static_cast<std::size_t>(gathering.root)]));
     const Frame result = make_frame(MessageType::kResult, 0, parts);
-    completed_ = gathering.sequence;
-    gathering_.reset();
-    for (Connection* connection : by_rank_)
-      if (connection != nullptr) send(*connection, result);
+    session.completed = gathering.sequence;
+    session.gathering.reset();
+    send_to_session(session, result);
   }
 
   // ------------------------------------------------------------------------------------------
   // Failures and timers
 
-  void fail_job(Errc code, const std::string& message) {
-    if (failure_) return;
-    failure_ = Failure{code, message};
-    gathering_.reset();
+  void fail_session(Session& session, Errc code, const std::string& message) {
+    if (session.failure) return;
+    session.failure = Failure{code, message};
+    session.gathering.reset();
     log(LogLevel::kError, "rendezvous at ", endpoint_, ": ", message);
-    const Frame frame = make_frame(MessageType::kFailure, static_cast<std::uint32_t>(code), {message});
-    for (Connection* connection : by_rank_)
-      if (connection != nullptr) send(*connection, frame);
+    send_to_session(session, make_frame(MessageType::kFailure, static_cast<std::uint32_t>(code), {message}));
   }
 
   void protocol_violation(Connection& connection, const std::string& what) {
@@ -480,7 +534,8 @@ class RendezvousServer::Loop {
         connection.rank < 0 ? "a connection" : "rank " + std::to_string(connection.rank);
     log(connection.rank < 0 ? LogLevel::kWarn : LogLevel::kError, "rendezvous at ", endpoint_, ": ",
         who, " sent ", what, "; dropping it");
-    if (connection.rank >= 0) fail_job(Errc::kInternal, who + " broke the rendezvous protocol: it sent " + what);
+    if (connection.session != nullptr)
+      fail_session(*connection.session, Errc::kInternal, who + " broke the rendezvous protocol: it sent " + what);
     close_connection(connection);
   }
 
@@ -488,32 +543,36 @@ class RendezvousServer::Loop {
     Clock::time_point next = Clock::time_point::max();
     if (stopping_) next = drain_until_;
     else if (accept_paused_until_ > Clock::now()) next = accept_paused_until_;
-    if (gathering_) next = std::min(next, gathering_->started + timeout_);
+    for (const auto& [instance, session] : sessions_)
+      if (session.gathering) next = std::min(next, session.gathering->started + timeout_);
     for (const auto& connection : connections_)
-      if (connection->rank < 0 && !connection->dead) next = std::min(next, connection->opened + timeout_);
+      if (connection->session == nullptr && !connection->dead) next = std::min(next, connection->opened + timeout_);
     return next;
   }
 
   void check_timers() {
     const auto now = Clock::now();
-    if (gathering_ && now >= gathering_->started + timeout_) fail_job(Errc::kTimeout, missing_ranks_message());
+    for (auto& [instance, session] : sessions_)
+      if (session.gathering && now >= session.gathering->started + timeout_)
+        fail_session(session, Errc::kTimeout, missing_ranks_message(session));
     // A connection that never says hello (a port scanner, a stuck client) is not kept forever.
     for (const auto& connection : connections_)
-      if (connection->rank < 0 && !connection->dead && now >= connection->opened + timeout_)
+      if (connection->session == nullptr && !connection->dead && now >= connection->opened + timeout_)
         close_connection(*connection);
   }
 
-  std::string missing_ranks_message() const {
+  std::string missing_ranks_message(const Session& session) const {
     std::vector<int> missing;
     std::vector<int> never_connected;
     for (int rank = 0; rank < world_size_; ++rank) {
       const auto index = static_cast<std::size_t>(rank);
-      if (gathering_->arrived[index]) continue;
+      if (session.gathering->arrived[index]) continue;
       missing.push_back(rank);
-      if (by_rank_[index] == nullptr && !departed_[index]) never_connected.push_back(rank);
+      if (session.by_rank[index] == nullptr && !session.departed[index]) never_connected.push_back(rank);
     }
-    std::string message = describe(gathering_->collective, gathering_->sequence) + ": " +
-                          describe_ranks(missing) + " did not arrive within " + format_seconds(timeout_);
+    std::string message = session.name(session.gathering->collective, session.gathering->sequence) +
+                          ": " + describe_ranks(missing) + " did not arrive within " +
+                          format_seconds(timeout_);
     if (!never_connected.empty())
       message += " (" + describe_ranks(never_connected) + " never connected to the rendezvous)";
     return message;
@@ -527,11 +586,7 @@ class RendezvousServer::Loop {
   const std::string endpoint_;
 
   std::vector<std::unique_ptr<Connection>> connections_;
-  std::vector<Connection*> by_rank_;  // the connection of each rank that has said hello
-  std::vector<bool> departed_;        // ranks whose connection has closed
-  std::optional<Gathering> gathering_;
-  std::uint64_t completed_ = 0;  // sequence number of the last completed collective
-  std::optional<Failure> failure_;
+  std::map<std::uint64_t, Session> sessions_;  // by bootstrap number
   bool stopping_ = false;
   Clock::time_point drain_until_;
   Clock::time_point accept_paused_until_;

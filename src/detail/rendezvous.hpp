@@ -14,6 +14,11 @@
 //   kResult       server -> client  sequence number (8 bytes) + result
 //   kFailure      server -> client  code = iris::Errc, payload = message; the job is over
 // A refused hello (wrong secret, wrong world size, a rank taken twice) is a kFailure too.
+//
+// One server serves any number of bootstraps of the job, one after another or at the same time
+// (a job may create several Contexts). Each process numbers the bootstraps it opens at an
+// endpoint 1, 2, 3, ... and the server groups the ranks' n-th bootstraps together; so every rank
+// must open its bootstraps in the same order, as it creates its Contexts in the same order.
 #pragma once
 
 #include <chrono>
@@ -52,8 +57,9 @@ enum class MessageType : std::uint32_t {
 enum class Collective : std::uint32_t { kAllgather = 1, kBroadcast = 2, kBarrier = 3 };
 /// "allgather", "broadcast" or "barrier".
 std::string_view to_string(Collective collective) noexcept;
-/// "barrier #3": how messages name one collective of a job.
-std::string describe(Collective collective, std::uint64_t sequence);
+/// "barrier #3", or "barrier #3 of bootstrap 2" past the first bootstrap: how messages name
+/// one collective of a job.
+std::string describe(Collective collective, std::uint64_t sequence, std::uint64_t instance);
 
 struct FrameHeader {
   std::uint32_t type;
@@ -67,8 +73,9 @@ struct HelloHeader {
   std::uint32_t version;
   std::int32_t rank;
   std::int32_t world_size;
+  std::uint64_t instance;  ///< 1 for the first bootstrap this process opens at the endpoint, ...
 };
-static_assert(sizeof(HelloHeader) == 16);
+static_assert(sizeof(HelloHeader) == 24);
 
 struct ContributionHeader {
   std::uint64_t sequence;  ///< 1 for the first collective of the job
@@ -94,7 +101,7 @@ std::string_view bytes_of(const T& value) {
 /// `secret`. A collective that has not gathered every rank within `timeout` of its first
 /// arrival fails on every rank with iris::Error(kTimeout) naming the missing ranks; a rank that
 /// disconnects during a collective fails it on the others with iris::Error(kBootstrap). After
-/// a failure every later request is answered with that failure.
+/// a failure every later request of that bootstrap is answered with that failure.
 class RendezvousServer {
  public:
   /// Starts listening at `endpoint` (see parse_endpoint; "tcp:host:0" picks a free port) and
@@ -122,6 +129,15 @@ class RendezvousServer {
   std::thread thread_;
 };
 
+/// The server this process serves at `endpoint` (rank 0 under torchrun, mpirun or srun),
+/// started on first use and kept until the process exits rather than tied to one Bootstrap:
+/// the other ranks may open their next bootstrap before this process has closed its previous
+/// one. Throws iris::Error(kInvalidArgument) when it already serves `endpoint` for another
+/// world size or secret.
+std::shared_ptr<RendezvousServer> serve_for_process_lifetime(const std::string& endpoint, int world_size,
+                                                             const std::string& secret,
+                                                             std::chrono::nanoseconds timeout);
+
 /// A rank's connection to a RendezvousServer: the Bootstrap that connect_bootstrap() returns.
 class RendezvousClient final : public Bootstrap {
  public:
@@ -130,9 +146,6 @@ class RendezvousClient final : public Bootstrap {
   RendezvousClient(std::string_view endpoint, int rank, int world_size, const std::string& secret,
                    std::chrono::nanoseconds timeout);
   ~RendezvousClient() override;
-
-  /// Keeps `server` (the one this rank serves for the others) alive as long as this client.
-  void own_server(std::unique_ptr<RendezvousServer> server);
 
   int rank() const noexcept override { return rank_; }
   int world_size() const noexcept override { return world_size_; }
@@ -149,11 +162,11 @@ class RendezvousClient final : public Bootstrap {
                       std::size_t result_bytes);
   [[noreturn]] void fail(Errc code, const std::string& message);
 
-  std::unique_ptr<RendezvousServer> server_;  // destroyed after the connection below is closed
   std::string endpoint_;
   int rank_;
   int world_size_;
   std::chrono::nanoseconds timeout_;
+  std::uint64_t instance_ = 0;  // which of this process's bootstraps at the endpoint this is
   UniqueFd socket_;
   std::uint64_t sequence_ = 0;
   std::string failure_;  // set once a collective failed: the connection is unusable after that

@@ -75,7 +75,9 @@ std::unique_ptr<Bootstrap> make_single_rank_bootstrap();
 /// `timeout`, since the server may start after the ranks, and then waits at most `timeout`
 /// (plus a short grace for the server's own report) for each collective. A wrong secret, world
 /// size or a rank that is taken is refused by the server with an iris::Error(kBootstrap) that
-/// says which; no server within `timeout` is iris::Error(kTimeout).
+/// says which; no server within `timeout` is iris::Error(kTimeout). One server serves any number
+/// of bootstraps: the n-th bootstrap a process opens at `endpoint` joins the other ranks' n-th,
+/// so every rank must open them in the same order.
 std::unique_ptr<Bootstrap> connect_bootstrap(const std::string& endpoint, int rank, int world_size,
                                              const std::string& secret,
                                              std::chrono::nanoseconds timeout);
@@ -93,9 +95,12 @@ std::unique_ptr<Bootstrap> connect_bootstrap(const std::string& endpoint, int ra
 ///      keeps another job from joining by accident; set IRIS_JOB_SECRET (the same on every
 ///      rank) where other users share the network.
 ///   3. Otherwise a single rank (make_single_rank_bootstrap()).
-/// Every wait is bounded by IRIS_BOOTSTRAP_TIMEOUT (seconds, default 120). The Bootstrap that
-/// rank 0 gets owns the server and keeps it running for as long as it lives. Throws
-/// iris::Error(kInvalidArgument) naming the variable when one is missing or malformed.
+/// Every wait is bounded by IRIS_BOOTSTRAP_TIMEOUT (seconds, default 120). Rank 0 starts its
+/// server on its first call and keeps it until the process exits, since the other ranks may
+/// open their next bootstrap before rank 0 has closed its previous one. Each call opens a new
+/// bootstrap (a job may hold several Contexts); the ranks' n-th calls are matched, so every
+/// rank must make its calls in the same order. Throws iris::Error(kInvalidArgument) naming the
+/// variable when one is missing or malformed.
 std::unique_ptr<Bootstrap> bootstrap_from_env();
 
 /// Collective. The ranks that run on the same operating-system instance as this one (the same
