@@ -1,10 +1,10 @@
 // 04_all_load — gather every rank's data with loads: an all-gather in one small kernel.
 //
 // Teaches: the rank is a run-time argument of iris::device::load, so one kernel reads all ranks
-// (world size is never a template parameter). Each thread picks the rank from its index and
-// loads from it; with the heap in one flat window, "which rank" is only an offset. This rank's
-// own slice goes through the same call (translating to yourself is the identity). Each rank
-// walks the ranks starting from itself, so that the ranks do not all read rank 0 first.
+// (world size is never a template parameter); with the heap in one flat window, "which rank" is
+// only an offset. This rank's own slice goes through the same call (translating to yourself is
+// the identity). Each rank walks the ranks starting from itself, so that the ranks do not all
+// read rank 0 first.
 //
 // Rank r's `gathered` ends up holding every rank's `data`, rank by rank. The check covers every
 // slice; then the gather is timed (bytes counted: everything that lands in `gathered`).
@@ -20,12 +20,13 @@ namespace {
 
 __global__ void gather_by_loads(const __grid_constant__ iris::device::Context ctx,
                                 int4* gathered, const int4* data, std::size_t vectors_per_rank) {
-  const std::size_t total = vectors_per_rank * ctx.world_size();
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < total;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    const auto from = static_cast<int>((ctx.rank() + i / vectors_per_rank) % ctx.world_size());
-    const std::size_t element = i % vectors_per_rank;
-    gathered[from * vectors_per_rank + element] = iris::device::load(ctx, data + element, from);
+  for (int k = 0; k < ctx.world_size(); ++k) {
+    const int from = (ctx.rank() + k) % ctx.world_size();
+    int4* slice = gathered + from * vectors_per_rank;
+    for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < vectors_per_rank;
+         i += std::size_t{gridDim.x} * blockDim.x) {
+      slice[i] = iris::device::load(ctx, data + i, from);
+    }
   }
 }
 

@@ -3,8 +3,8 @@
 // Teaches: iris::device::store to a run-time rank, one kernel for any world size; each rank
 // writes only its own slice of every rank's `gathered`, so no two ranks write the same bytes
 // and nothing needs atomics; ctx.barrier() then publishes all of it. Each rank walks the ranks
-// starting from itself, so that the ranks do not all write to rank 0 first. Pushing keeps each
-// byte on the link once, as pulling does (04_all_load); pushes never wait for a reply.
+// starting from itself, so that the ranks do not all write to rank 0 first. Unlike a load
+// (04_all_load), a store waits for no reply, so pushing keeps more bytes in flight per thread.
 //
 // Rank r's `gathered` ends up holding every rank's `data`, rank by rank. The check covers every
 // slice; then the scatter is timed (bytes counted: everything this rank stores).
@@ -20,13 +20,13 @@ namespace {
 
 __global__ void scatter_by_stores(const __grid_constant__ iris::device::Context ctx,
                                   int4* gathered, const int4* data, std::size_t vectors_per_rank) {
-  const std::size_t total = vectors_per_rank * ctx.world_size();
   int4* my_slice = gathered + ctx.rank() * vectors_per_rank;  // the same slice on every rank
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < total;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    const auto to = static_cast<int>((ctx.rank() + i / vectors_per_rank) % ctx.world_size());
-    const std::size_t element = i % vectors_per_rank;
-    iris::device::store(ctx, my_slice + element, data[element], to);
+  for (int k = 0; k < ctx.world_size(); ++k) {
+    const int to = (ctx.rank() + k) % ctx.world_size();
+    for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < vectors_per_rank;
+         i += std::size_t{gridDim.x} * blockDim.x) {
+      iris::device::store(ctx, my_slice + i, data[i], to);
+    }
   }
 }
 
