@@ -22,7 +22,8 @@ namespace detail {
 
 void check_rank_and_world(int rank, int world_size) {
   if (world_size < 1)
-    throw Error(Errc::kInvalidArgument, "world size must be at least 1, not " + std::to_string(world_size));
+    throw Error(Errc::kInvalidArgument,
+                "world size must be at least 1, not " + std::to_string(world_size));
   if (rank < 0 || rank >= world_size)
     throw Error(Errc::kInvalidArgument, "rank " + std::to_string(rank) +
                                             " is out of range for world size " +
@@ -31,9 +32,9 @@ void check_rank_and_world(int rank, int world_size) {
 
 void check_collective_buffers(const void* send, const void* recv, std::size_t bytes) {
   if (bytes > 0 && (send == nullptr || recv == nullptr))
-    throw Error(Errc::kInvalidArgument, std::string("null ") + (send == nullptr ? "send" : "receive") +
-                                            " buffer for a collective of " + std::to_string(bytes) +
-                                            " bytes");
+    throw Error(Errc::kInvalidArgument,
+                std::string("null ") + (send == nullptr ? "send" : "receive") +
+                    " buffer for a collective of " + std::to_string(bytes) + " bytes");
 }
 
 void check_root(int root, int world_size) {
@@ -66,7 +67,8 @@ void Bootstrap::barrier() {
 FunctionBootstrap::FunctionBootstrap(int rank, int world_size, AllgatherFn allgather)
     : rank_(rank), world_size_(world_size), allgather_(std::move(allgather)) {
   detail::check_rank_and_world(rank, world_size);
-  if (!allgather_) throw Error(Errc::kInvalidArgument, "FunctionBootstrap needs an allgather function");
+  if (!allgather_)
+    throw Error(Errc::kInvalidArgument, "FunctionBootstrap needs an allgather function");
 }
 
 void FunctionBootstrap::allgather(const void* send, void* recv, std::size_t bytes) {
@@ -152,8 +154,10 @@ std::string rank0_endpoint() {
   if (auto endpoint = env::get(env::kBootstrap)) return *endpoint;
   const std::string host = env::get("MASTER_ADDR").value_or("127.0.0.1");
   long long port = kDefaultBootstrapPort;
-  if (env::get(env::kBootstrapPort)) port = env::get_int(env::kBootstrapPort, port);
-  else if (env::get("MASTER_PORT")) port = env::get_int("MASTER_PORT", 0) + 1;
+  if (env::get(env::kBootstrapPort))
+    port = env::get_int(env::kBootstrapPort, port);
+  else if (env::get("MASTER_PORT"))
+    port = env::get_int("MASTER_PORT", 0) + 1;
   if (port < 1 || port > 65535)
     throw Error(Errc::kInvalidArgument, "rendezvous port " + std::to_string(port) +
                                             " (from IRIS_BOOTSTRAP_PORT or MASTER_PORT + 1) is not "
@@ -165,8 +169,8 @@ std::string rank0_endpoint() {
 // IRIS_JOB_SECRET, or a value every rank of this job (and no other job) sees.
 std::string job_secret() {
   if (auto secret = env::get(env::kJobSecret)) return *secret;
-  for (const char* name : {"TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
-                           "SLURM_JOB_ID"}) {
+  for (const char* name :
+       {"TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"}) {
     if (auto id = env::get(name)) return std::string(name) + "=" + *id;
   }
   log(detail::LogLevel::kWarn,
@@ -185,7 +189,8 @@ std::unique_ptr<Bootstrap> serve_and_connect(const LauncherRank& launched,
   if (launched.rank != 0)
     return connect_bootstrap(endpoint, launched.rank, launched.world_size, secret, timeout);
   // Rank 0 serves for the rest of its life: see serve_for_process_lifetime.
-  const auto server = detail::serve_for_process_lifetime(endpoint, launched.world_size, secret, timeout);
+  const auto server =
+      detail::serve_for_process_lifetime(endpoint, launched.world_size, secret, timeout);
   return connect_bootstrap(server->endpoint(), 0, launched.world_size, secret, timeout);
 }
 
@@ -225,7 +230,8 @@ std::string host_identity() {
   std::string boot_id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
   char network_namespace[128] = {};
-  const ssize_t length = ::readlink("/proc/self/ns/net", network_namespace, sizeof network_namespace - 1);
+  const ssize_t length =
+      ::readlink("/proc/self/ns/net", network_namespace, sizeof network_namespace - 1);
   if (!boot_id.empty() && length > 0) return boot_id + "|" + network_namespace;
   char hostname[256] = {};
   ::gethostname(hostname, sizeof hostname - 1);

@@ -38,20 +38,22 @@ class ProcessRendezvousState {
   }
 
   std::shared_ptr<RendezvousServer> server(const std::string& endpoint, int world_size,
-                                           const std::string& secret, std::chrono::nanoseconds timeout) {
+                                           const std::string& secret,
+                                           std::chrono::nanoseconds timeout) {
     const std::lock_guard lock(mutex_);
     auto [entry, created] = servers_.try_emplace(endpoint);
     if (created) {
       try {
-        entry->second = Served{std::make_shared<RendezvousServer>(endpoint, world_size, secret, timeout),
-                               world_size, secret};
+        entry->second =
+            Served{std::make_shared<RendezvousServer>(endpoint, world_size, secret, timeout),
+                   world_size, secret};
       } catch (...) {
         servers_.erase(entry);
         throw;
       }
     } else if (entry->second.world_size != world_size || entry->second.secret != secret) {
-      throw Error(Errc::kInvalidArgument, "this process already serves the rendezvous at " + endpoint +
-                                              " for another job (world size " +
+      throw Error(Errc::kInvalidArgument, "this process already serves the rendezvous at " +
+                                              endpoint + " for another job (world size " +
                                               std::to_string(entry->second.world_size) + ")");
     }
     return entry->second.server;
@@ -104,14 +106,17 @@ RendezvousClient::RendezvousClient(std::string_view endpoint, int rank, int worl
   const auto frame = encode_frame(MessageType::kHello, 0, {bytes_of(hello), secret});
   const std::string what = "the hello of rank " + std::to_string(rank);
   if (send_all(socket_.get(), frame.data(), frame.size(), deadline) != IoStatus::kOk)
-    fail(Errc::kBootstrap, "the rendezvous at " + endpoint_ + " closed the connection during " + what);
+    fail(Errc::kBootstrap,
+         "the rendezvous at " + endpoint_ + " closed the connection during " + what);
   receive_result(what, 0, nullptr, 0);
-  log(LogLevel::kDebug, "joined the rendezvous at ", endpoint_, " as rank ", rank, " of ", world_size);
+  log(LogLevel::kDebug, "joined the rendezvous at ", endpoint_, " as rank ", rank, " of ",
+      world_size);
 }
 
 RendezvousClient::~RendezvousClient() = default;
 
-std::shared_ptr<RendezvousServer> serve_for_process_lifetime(const std::string& endpoint, int world_size,
+std::shared_ptr<RendezvousServer> serve_for_process_lifetime(const std::string& endpoint,
+                                                             int world_size,
                                                              const std::string& secret,
                                                              std::chrono::nanoseconds timeout) {
   return ProcessRendezvousState::get().server(endpoint, world_size, secret, timeout);
@@ -127,10 +132,13 @@ void RendezvousClient::broadcast(void* data, std::size_t bytes, int root) {
   check_root(root, world_size_);
   check_collective_buffers(data, data, bytes);
   const bool is_root = root == rank_;
-  run(Collective::kBroadcast, root, is_root ? data : nullptr, is_root ? bytes : 0, bytes, data, bytes);
+  run(Collective::kBroadcast, root, is_root ? data : nullptr, is_root ? bytes : 0, bytes, data,
+      bytes);
 }
 
-void RendezvousClient::barrier() { run(Collective::kBarrier, -1, nullptr, 0, 0, nullptr, 0); }
+void RendezvousClient::barrier() {
+  run(Collective::kBarrier, -1, nullptr, 0, 0, nullptr, 0);
+}
 
 void RendezvousClient::run(Collective collective, int root, const void* send,
                            std::size_t send_bytes, std::size_t declared_bytes, void* result,
@@ -141,7 +149,8 @@ void RendezvousClient::run(Collective collective, int root, const void* send,
                                             " bytes per rank: the bootstrap carries at most " +
                                             std::to_string(kMaxContributionBytes));
   if (!failure_.empty())
-    throw Error(failure_code_, failure_ + " (reported by an earlier collective; the bootstrap is unusable)");
+    throw Error(failure_code_,
+                failure_ + " (reported by an earlier collective; the bootstrap is unusable)");
   const std::uint64_t sequence = ++sequence_;
   const std::string what = describe(collective, sequence, instance_);
   const ContributionHeader header{sequence, static_cast<std::uint32_t>(collective), root,
@@ -150,9 +159,11 @@ void RendezvousClient::run(Collective collective, int root, const void* send,
       MessageType::kContribute, 0,
       {bytes_of(header), std::string_view(static_cast<const char*>(send), send_bytes)});
   switch (send_all(socket_.get(), frame.data(), frame.size(), Deadline(timeout_))) {
-    case IoStatus::kOk: break;
+    case IoStatus::kOk:
+      break;
     case IoStatus::kClosed:
-      fail(Errc::kBootstrap, "the rendezvous at " + endpoint_ + " closed the connection during " + what);
+      fail(Errc::kBootstrap,
+           "the rendezvous at " + endpoint_ + " closed the connection during " + what);
     case IoStatus::kTimeout:
       fail(Errc::kTimeout, "the rendezvous at " + endpoint_ + " did not take " + what + " within " +
                                format_seconds(timeout_));

@@ -53,7 +53,8 @@ void check_arguments(const Bootstrap& bootstrap, int my_fd, const std::vector<in
   const auto invalid = [](const std::string& message) {
     throw Error(Errc::kInvalidArgument, "exchange_fds: " + message);
   };
-  if (::fcntl(my_fd, F_GETFD) < 0) invalid("fd " + std::to_string(my_fd) + " is not an open file descriptor");
+  if (::fcntl(my_fd, F_GETFD) < 0)
+    invalid("fd " + std::to_string(my_fd) + " is not an open file descriptor");
   if (timeout <= std::chrono::nanoseconds::zero()) invalid("the timeout must be positive");
   for (std::size_t i = 0; i < local_ranks.size(); ++i) {
     if (local_ranks[i] < 0 || local_ranks[i] >= bootstrap.world_size())
@@ -103,10 +104,12 @@ class Exchange {
   void connect_pending() {
     const auto now = Clock::now();
     for (Fetch& fetch : fetches_) {
-      if (fetch.socket || received_[static_cast<std::size_t>(fetch.peer)] || now < fetch.retry_at) continue;
+      if (fetch.socket || received_[static_cast<std::size_t>(fetch.peer)] || now < fetch.retry_at)
+        continue;
       const Offer& offer = offers_[static_cast<std::size_t>(fetch.peer)];
-      const Endpoint endpoint{Endpoint::Kind::kUnix,
-                              std::string(offer.socket_name, strnlen(offer.socket_name, sizeof offer.socket_name)), 0};
+      const Endpoint endpoint{
+          Endpoint::Kind::kUnix,
+          std::string(offer.socket_name, strnlen(offer.socket_name, sizeof offer.socket_name)), 0};
       int error = 0;
       fetch.socket = try_connect(endpoint, SOCK_SEQPACKET, deadline_, error);
       if (fetch.socket) continue;
@@ -125,10 +128,12 @@ class Exchange {
     std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
     for (const UniqueFd& socket : serving_) fds.push_back({socket.get(), POLLIN, 0});
     for (const Fetch& fetch : fetches_)
-      fds.push_back({fetch.socket.get(), static_cast<short>(fetch.requested ? POLLIN : POLLOUT), 0});
+      fds.push_back(
+          {fetch.socket.get(), static_cast<short>(fetch.requested ? POLLIN : POLLOUT), 0});
     Clock::time_point wake = deadline_.at();
     for (const Fetch& fetch : fetches_)
-      if (!fetch.socket && !received_[static_cast<std::size_t>(fetch.peer)]) wake = std::min(wake, fetch.retry_at);
+      if (!fetch.socket && !received_[static_cast<std::size_t>(fetch.peer)])
+        wake = std::min(wake, fetch.retry_at);
     if (::poll(fds.data(), fds.size(), poll_timeout_until(wake)) < 0) {
       if (errno == EINTR) return;
       throw_system_error(errno, "poll()");
@@ -166,7 +171,9 @@ class Exchange {
     const bool valid = got == sizeof request && equal_in_constant_time(presented, token_) &&
                        std::binary_search(peers_.begin(), peers_.end(), request.rank);
     if (got > 0 && !valid) {
-      log(LogLevel::kWarn, "fd exchange: refused a request without this job's token or from a rank not on this host");
+      log(LogLevel::kWarn,
+          "fd exchange: refused a request without this job's token or from a rank not on this "
+          "host");
     } else if (valid && !served_.contains(request.rank)) {
       if (send_fd(socket.get(), Reply{rank_})) served_.insert(request.rank);
     }
@@ -198,11 +205,15 @@ class Exchange {
   void progress(Fetch& fetch) {
     if (!fetch.requested) {
       Request request{};
-      std::memcpy(request.token, offers_[static_cast<std::size_t>(fetch.peer)].token, kTokenHexDigits);
+      std::memcpy(request.token, offers_[static_cast<std::size_t>(fetch.peer)].token,
+                  kTokenHexDigits);
       request.rank = rank_;
-      const ssize_t sent = ::send(fetch.socket.get(), &request, sizeof request, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (sent == sizeof request) fetch.requested = true;
-      else if (sent < 0 && errno != EAGAIN && errno != EINTR) peer_vanished(fetch.peer, errno);
+      const ssize_t sent =
+          ::send(fetch.socket.get(), &request, sizeof request, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent == sizeof request)
+        fetch.requested = true;
+      else if (sent < 0 && errno != EAGAIN && errno != EINTR)
+        peer_vanished(fetch.peer, errno);
       return;
     }
     receive_fd(fetch);
@@ -224,8 +235,9 @@ class Exchange {
     std::vector<UniqueFd> fds = take_fds(message);
     if (got == 0) peer_vanished(fetch.peer, ECONNRESET);
     if (message.msg_flags & MSG_CTRUNC)
-      throw Error(Errc::kSystem, "the file descriptor from rank " + std::to_string(fetch.peer) +
-                                     " was dropped by the kernel: is the open-file limit (ulimit -n) reached?");
+      throw Error(Errc::kSystem,
+                  "the file descriptor from rank " + std::to_string(fetch.peer) +
+                      " was dropped by the kernel: is the open-file limit (ulimit -n) reached?");
     if (got != sizeof reply || reply.rank != fetch.peer || fds.size() != 1)
       throw Error(Errc::kInternal, "rank " + std::to_string(fetch.peer) +
                                        " answered the fd exchange with a malformed message");
@@ -236,7 +248,8 @@ class Exchange {
 
   static std::vector<UniqueFd> take_fds(msghdr& message) {
     std::vector<UniqueFd> fds;
-    for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
+    for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+         header = CMSG_NXTHDR(&message, header)) {
       if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
       const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
       for (std::size_t i = 0; i < count; ++i) {
@@ -249,9 +262,10 @@ class Exchange {
   }
 
   [[noreturn]] void peer_vanished(int peer, int error) {
-    throw Error(Errc::kBootstrap, "rank " + std::to_string(peer) +
-                                      " closed the fd exchange before sending its file descriptor (" +
-                                      std::strerror(error) + "): did it exit?");
+    throw Error(Errc::kBootstrap,
+                "rank " + std::to_string(peer) +
+                    " closed the fd exchange before sending its file descriptor (" +
+                    std::strerror(error) + "): did it exit?");
   }
 
   std::string timeout_message() const {
@@ -261,9 +275,10 @@ class Exchange {
       if (!received_[static_cast<std::size_t>(peer)]) not_received.push_back(peer);
       if (!served_.contains(peer)) not_served.push_back(peer);
     }
-    std::string message = "fd exchange of rank " + std::to_string(rank_) + " did not finish within " +
-                          format_seconds(deadline_.budget());
-    if (!not_received.empty()) message += ": no file descriptor from " + describe_ranks(not_received);
+    std::string message = "fd exchange of rank " + std::to_string(rank_) +
+                          " did not finish within " + format_seconds(deadline_.budget());
+    if (!not_received.empty())
+      message += ": no file descriptor from " + describe_ranks(not_received);
     if (!not_served.empty())
       message += std::string(not_received.empty() ? ": " : "; ") + describe_ranks(not_served) +
                  " did not fetch this rank's";
@@ -286,7 +301,8 @@ class Exchange {
 
 }  // namespace
 
-std::vector<UniqueFd> exchange_fds(Bootstrap& bootstrap, int my_fd, const std::vector<int>& local_ranks,
+std::vector<UniqueFd> exchange_fds(Bootstrap& bootstrap, int my_fd,
+                                   const std::vector<int>& local_ranks,
                                    std::chrono::nanoseconds timeout) {
   check_arguments(bootstrap, my_fd, local_ranks, timeout);
   const int rank = bootstrap.rank();
@@ -312,7 +328,8 @@ std::vector<UniqueFd> exchange_fds(Bootstrap& bootstrap, int my_fd, const std::v
     if (offers[static_cast<std::size_t>(peer)].local_ranks_hash != mine.local_ranks_hash)
       throw Error(Errc::kMismatch, "exchange_fds: rank " + std::to_string(peer) +
                                        " lists other ranks on this host than rank " +
-                                       std::to_string(rank) + " (" + describe_ranks(local_ranks) + ")");
+                                       std::to_string(rank) + " (" + describe_ranks(local_ranks) +
+                                       ")");
   std::vector<UniqueFd> received(offers.size());
   if (peers.empty()) return received;
   Exchange exchange(rank, my_fd, peers, offers, token, std::move(listener), Deadline(timeout));

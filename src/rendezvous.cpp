@@ -21,9 +21,12 @@ namespace rendezvous {
 
 std::string_view to_string(Collective collective) noexcept {
   switch (collective) {
-    case Collective::kAllgather: return "allgather";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kBarrier: return "barrier";
+    case Collective::kAllgather:
+      return "allgather";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kBarrier:
+      return "barrier";
   }
   return "unknown collective";
 }
@@ -85,8 +88,8 @@ struct Connection {
   Clock::time_point opened;
   std::vector<std::byte> inbox;
   std::deque<std::pair<Frame, std::size_t>> outbox;  // frames and how much of the first is sent
-  bool closing = false;  // refused: send what is queued, then close
-  bool dead = false;     // closed; removed at the end of the loop iteration
+  bool closing = false;                              // refused: send what is queued, then close
+  bool dead = false;  // closed; removed at the end of the loop iteration
 };
 
 // The collective being gathered.
@@ -176,7 +179,8 @@ class RendezvousServer::Loop {
     check_timers();
     std::erase_if(connections_, [](const auto& connection) { return connection->dead; });
     // A bootstrap that every rank has joined and left is over.
-    std::erase_if(sessions_, [&](const auto& entry) { return entry.second.departed_count == world_size_; });
+    std::erase_if(sessions_,
+                  [&](const auto& entry) { return entry.second.departed_count == world_size_; });
   }
 
   void begin_stop() {
@@ -210,8 +214,10 @@ class RendezvousServer::Loop {
     if (connection.dead) return;
     if (revents & POLLOUT) flush(connection);
     if (!connection.dead && (revents & (POLLIN | POLLHUP | POLLERR))) {
-      if (connection.closing) close_connection(connection);
-      else receive(connection);
+      if (connection.closing)
+        close_connection(connection);
+      else
+        receive(connection);
     }
   }
 
@@ -243,9 +249,8 @@ class RendezvousServer::Loop {
            connection.inbox.size() - offset >= sizeof(FrameHeader)) {
       FrameHeader header;
       std::memcpy(&header, connection.inbox.data() + offset, sizeof header);
-      const std::uint64_t limit = connection.rank < 0
-                                      ? kMaxHelloBytes
-                                      : sizeof(ContributionHeader) + kMaxContributionBytes;
+      const std::uint64_t limit =
+          connection.rank < 0 ? kMaxHelloBytes : sizeof(ContributionHeader) + kMaxContributionBytes;
       if (header.length > limit) {
         protocol_violation(connection, "a message of " + std::to_string(header.length) + " bytes");
         return;
@@ -307,8 +312,8 @@ class RendezvousServer::Loop {
     session.by_rank[index] = nullptr;
     session.departed[index] = true;
     ++session.departed_count;
-    log(LogLevel::kDebug, "rendezvous at ", endpoint_, ": rank ", connection.rank, " left bootstrap ",
-        session.instance);
+    log(LogLevel::kDebug, "rendezvous at ", endpoint_, ": rank ", connection.rank,
+        " left bootstrap ", session.instance);
     if (session.gathering && !stopping_)
       fail_session(session, Errc::kBootstrap,
                    "rank " + std::to_string(connection.rank) + " disconnected during " +
@@ -345,7 +350,8 @@ class RendezvousServer::Loop {
       refusal = check_rank(*session, hello.rank);
     }
     if (refusal) {
-      log(LogLevel::kWarn, "rendezvous at ", endpoint_, ": refused a connection: ", refusal->message);
+      log(LogLevel::kWarn, "rendezvous at ", endpoint_,
+          ": refused a connection: ", refusal->message);
       send(connection, make_frame(MessageType::kFailure, static_cast<std::uint32_t>(refusal->code),
                                   {refusal->message}));
       connection.closing = true;
@@ -373,10 +379,11 @@ class RendezvousServer::Loop {
     if (!equal_in_constant_time(secret, secret_))
       return refuse("wrong job secret: the rendezvous at " + endpoint_ + " serves another job");
     if (hello.world_size != world_size_)
-      return refuse(rank + " says world size " + std::to_string(hello.world_size) + ", the job has " +
-                    std::to_string(world_size_));
+      return refuse(rank + " says world size " + std::to_string(hello.world_size) +
+                    ", the job has " + std::to_string(world_size_));
     if (hello.rank < 0 || hello.rank >= world_size_)
-      return refuse(rank + " is out of range: the job has ranks 0 to " + std::to_string(world_size_ - 1));
+      return refuse(rank + " is out of range: the job has ranks 0 to " +
+                    std::to_string(world_size_ - 1));
     if (hello.instance == 0) return refuse(rank + " sent bootstrap number 0");
     return std::nullopt;
   }
@@ -387,7 +394,8 @@ class RendezvousServer::Loop {
     const auto index = static_cast<std::size_t>(rank);
     const std::string who = "rank " + std::to_string(rank);
     if (session.by_rank[index] != nullptr)
-      return Failure{Errc::kBootstrap, who + " is already connected (do two processes claim the same rank?)"};
+      return Failure{Errc::kBootstrap,
+                     who + " is already connected (do two processes claim the same rank?)"};
     if (session.departed[index])
       return Failure{Errc::kBootstrap, who + " already left the job; it cannot join again"};
     return std::nullopt;
@@ -438,10 +446,16 @@ class RendezvousServer::Loop {
     const auto collective = static_cast<Collective>(header.collective);
     std::uint64_t expected_data = 0;
     switch (collective) {
-      case Collective::kAllgather: expected_data = header.bytes; break;
-      case Collective::kBroadcast: expected_data = header.root == rank ? header.bytes : 0; break;
-      case Collective::kBarrier: break;
-      default: return internal(who + " sent an unknown collective " + std::to_string(header.collective));
+      case Collective::kAllgather:
+        expected_data = header.bytes;
+        break;
+      case Collective::kBroadcast:
+        expected_data = header.root == rank ? header.bytes : 0;
+        break;
+      case Collective::kBarrier:
+        break;
+      default:
+        return internal(who + " sent an unknown collective " + std::to_string(header.collective));
     }
     if (data.size() != expected_data || header.bytes > kMaxContributionBytes)
       return internal(who + " sent " + std::to_string(data.size()) + " bytes for " +
@@ -526,7 +540,8 @@ class RendezvousServer::Loop {
     session.failure = Failure{code, message};
     session.gathering.reset();
     log(LogLevel::kError, "rendezvous at ", endpoint_, ": ", message);
-    send_to_session(session, make_frame(MessageType::kFailure, static_cast<std::uint32_t>(code), {message}));
+    send_to_session(session,
+                    make_frame(MessageType::kFailure, static_cast<std::uint32_t>(code), {message}));
   }
 
   void protocol_violation(Connection& connection, const std::string& what) {
@@ -535,18 +550,22 @@ class RendezvousServer::Loop {
     log(connection.rank < 0 ? LogLevel::kWarn : LogLevel::kError, "rendezvous at ", endpoint_, ": ",
         who, " sent ", what, "; dropping it");
     if (connection.session != nullptr)
-      fail_session(*connection.session, Errc::kInternal, who + " broke the rendezvous protocol: it sent " + what);
+      fail_session(*connection.session, Errc::kInternal,
+                   who + " broke the rendezvous protocol: it sent " + what);
     close_connection(connection);
   }
 
   Clock::time_point next_timer() const {
     Clock::time_point next = Clock::time_point::max();
-    if (stopping_) next = drain_until_;
-    else if (accept_paused_until_ > Clock::now()) next = accept_paused_until_;
+    if (stopping_)
+      next = drain_until_;
+    else if (accept_paused_until_ > Clock::now())
+      next = accept_paused_until_;
     for (const auto& [instance, session] : sessions_)
       if (session.gathering) next = std::min(next, session.gathering->started + timeout_);
     for (const auto& connection : connections_)
-      if (connection->session == nullptr && !connection->dead) next = std::min(next, connection->opened + timeout_);
+      if (connection->session == nullptr && !connection->dead)
+        next = std::min(next, connection->opened + timeout_);
     return next;
   }
 
@@ -557,7 +576,8 @@ class RendezvousServer::Loop {
         fail_session(session, Errc::kTimeout, missing_ranks_message(session));
     // A connection that never says hello (a port scanner, a stuck client) is not kept forever.
     for (const auto& connection : connections_)
-      if (connection->session == nullptr && !connection->dead && now >= connection->opened + timeout_)
+      if (connection->session == nullptr && !connection->dead &&
+          now >= connection->opened + timeout_)
         close_connection(*connection);
   }
 
@@ -568,7 +588,8 @@ class RendezvousServer::Loop {
       const auto index = static_cast<std::size_t>(rank);
       if (session.gathering->arrived[index]) continue;
       missing.push_back(rank);
-      if (session.by_rank[index] == nullptr && !session.departed[index]) never_connected.push_back(rank);
+      if (session.by_rank[index] == nullptr && !session.departed[index])
+        never_connected.push_back(rank);
     }
     std::string message = session.name(session.gathering->collective, session.gathering->sequence) +
                           ": " + describe_ranks(missing) + " did not arrive within " +
@@ -595,8 +616,8 @@ class RendezvousServer::Loop {
 RendezvousServer::RendezvousServer(std::string_view endpoint, int world_size, std::string secret,
                                    std::chrono::nanoseconds timeout) {
   if (world_size < 1)
-    throw Error(Errc::kInvalidArgument, "rendezvous world size must be at least 1, not " +
-                                            std::to_string(world_size));
+    throw Error(Errc::kInvalidArgument,
+                "rendezvous world size must be at least 1, not " + std::to_string(world_size));
   if (timeout <= std::chrono::nanoseconds::zero())
     throw Error(Errc::kInvalidArgument, "rendezvous timeout must be positive");
   const Endpoint requested = parse_endpoint(endpoint);
@@ -610,7 +631,9 @@ RendezvousServer::RendezvousServer(std::string_view endpoint, int world_size, st
   log(LogLevel::kDebug, "rendezvous serving ", world_size, " ranks at ", endpoint_);
 }
 
-RendezvousServer::~RendezvousServer() { stop(); }
+RendezvousServer::~RendezvousServer() {
+  stop();
+}
 
 void RendezvousServer::stop() {
   if (!thread_.joinable()) return;

@@ -38,7 +38,9 @@ void UniqueFd::reset(int fd) noexcept {
 Deadline::Deadline(std::chrono::nanoseconds budget) noexcept
     : at_(Clock::now() + budget), budget_(budget) {}
 
-int Deadline::poll_timeout_ms() const noexcept { return poll_timeout_until(at_); }
+int Deadline::poll_timeout_ms() const noexcept {
+  return poll_timeout_until(at_);
+}
 
 int poll_timeout_until(Clock::time_point at) noexcept {
   if (at == Clock::time_point::max()) return -1;
@@ -67,8 +69,8 @@ constexpr std::string_view kEndpointForms =
     "unix:@name, unix:/path, tcp:host:port or tcp:[v6-address]:port";
 
 [[noreturn]] void bad_endpoint(std::string_view text, std::string_view why) {
-  throw Error(Errc::kInvalidArgument, "bad rendezvous endpoint '" + std::string(text) + "': " +
-                                          std::string(why) + " (expected " +
+  throw Error(Errc::kInvalidArgument, "bad rendezvous endpoint '" + std::string(text) +
+                                          "': " + std::string(why) + " (expected " +
                                           std::string(kEndpointForms) + ")");
 }
 
@@ -89,7 +91,8 @@ Endpoint parse_tcp(std::string_view text, std::string_view rest) {
     port_text = rest.substr(colon + 1);
   }
   unsigned port = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || port_text.empty() ||
       port > 65535)
     bad_endpoint(text, "the port must be a number from 0 to 65535");
@@ -115,8 +118,8 @@ UnixAddress unix_address(const Endpoint& endpoint) {
                                             " bytes): " + name);
   std::memcpy(out.address.sun_path, name.data(), name.size());
   if (abstract) out.address.sun_path[0] = '\0';
-  out.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() +
-                                       (abstract ? 0 : 1));
+  out.length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() + (abstract ? 0 : 1));
   return out;
 }
 
@@ -182,7 +185,9 @@ int connect_socket(int fd, const sockaddr* address, socklen_t length, const Dead
   return 0;
 }
 
-bool peer_gone(int error) { return error == EPIPE || error == ECONNRESET || error == ENOTCONN; }
+bool peer_gone(int error) {
+  return error == EPIPE || error == ECONNRESET || error == ENOTCONN;
+}
 
 }  // namespace
 
@@ -208,20 +213,23 @@ UniqueFd listen_at(const Endpoint& endpoint, int socket_type, int backlog) {
   if (endpoint.kind == Endpoint::Kind::kUnix) {
     UniqueFd fd = make_socket(AF_UNIX, socket_type);
     const UnixAddress address = unix_address(endpoint);
-    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.address), address.length) != 0 ||
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.address), address.length) !=
+            0 ||
         ::listen(fd.get(), backlog) != 0)
       throw_system_error(errno, what);
     return fd;
   }
   if (socket_type != SOCK_STREAM)
-    throw Error(Errc::kInvalidArgument, "TCP endpoints carry byte streams only: " + endpoint.to_string());
+    throw Error(Errc::kInvalidArgument,
+                "TCP endpoints carry byte streams only: " + endpoint.to_string());
   const AddrinfoList list = resolve(endpoint, /*passive=*/true);
   int error = EADDRNOTAVAIL;
   for (const addrinfo* entry = list.get(); entry != nullptr; entry = entry->ai_next) {
     UniqueFd fd = make_socket(entry->ai_family, SOCK_STREAM);
     // A job restarted on the same port must not wait for the old connections' TIME_WAIT.
     set_option(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "setsockopt(SO_REUSEADDR)");
-    if (::bind(fd.get(), entry->ai_addr, entry->ai_addrlen) == 0 && ::listen(fd.get(), backlog) == 0)
+    if (::bind(fd.get(), entry->ai_addr, entry->ai_addrlen) == 0 &&
+        ::listen(fd.get(), backlog) == 0)
       return fd;
     error = errno;
   }
@@ -344,8 +352,10 @@ std::string random_hex(std::size_t bytes) {
   std::size_t filled = 0;
   while (filled < bytes) {
     const ssize_t got = ::getrandom(raw.data() + filled, bytes - filled, 0);
-    if (got > 0) filled += static_cast<std::size_t>(got);
-    else if (errno != EINTR) throw_system_error(errno, "getrandom()");
+    if (got > 0)
+      filled += static_cast<std::size_t>(got);
+    else if (errno != EINTR)
+      throw_system_error(errno, "getrandom()");
   }
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string hex;
@@ -361,8 +371,7 @@ std::string random_hex(std::size_t bytes) {
 bool equal_in_constant_time(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;
   unsigned char difference = 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  for (std::size_t i = 0; i < a.size(); ++i) difference |= static_cast<unsigned char>(a[i] ^ b[i]);
   return difference == 0;
 }
 

@@ -34,7 +34,8 @@ namespace iris::detail {
 /// part in time gives iris::Error(kTimeout) naming it. Ranks that disagree on their host's ranks
 /// get iris::Error(kMismatch). Every descriptor it opened on the way is closed, including when
 /// it throws; received descriptors are close-on-exec.
-std::vector<UniqueFd> exchange_fds(Bootstrap& bootstrap, int my_fd, const std::vector<int>& local_ranks,
+std::vector<UniqueFd> exchange_fds(Bootstrap& bootstrap, int my_fd,
+                                   const std::vector<int>& local_ranks,
                                    std::chrono::nanoseconds timeout);
 
 }  // namespace iris::detail

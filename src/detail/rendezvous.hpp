@@ -80,7 +80,7 @@ static_assert(sizeof(HelloHeader) == 24);
 struct ContributionHeader {
   std::uint64_t sequence;  ///< 1 for the first collective of the job
   std::uint32_t collective;
-  std::int32_t root;   ///< broadcast only; -1 otherwise
+  std::int32_t root;    ///< broadcast only; -1 otherwise
   std::uint64_t bytes;  ///< per rank (allgather) or of the root's data (broadcast)
 };
 static_assert(sizeof(ContributionHeader) == 24);
@@ -134,7 +134,8 @@ class RendezvousServer {
 /// the other ranks may open their next bootstrap before this process has closed its previous
 /// one. Throws iris::Error(kInvalidArgument) when it already serves `endpoint` for another
 /// world size or secret.
-std::shared_ptr<RendezvousServer> serve_for_process_lifetime(const std::string& endpoint, int world_size,
+std::shared_ptr<RendezvousServer> serve_for_process_lifetime(const std::string& endpoint,
+                                                             int world_size,
                                                              const std::string& secret,
                                                              std::chrono::nanoseconds timeout);
 

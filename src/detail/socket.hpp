@@ -46,7 +46,8 @@ using Clock = std::chrono::steady_clock;
 class Deadline {
  public:
   explicit Deadline(std::chrono::nanoseconds budget) noexcept;
-  Deadline(Clock::time_point at, std::chrono::nanoseconds budget) noexcept : at_(at), budget_(budget) {}
+  Deadline(Clock::time_point at, std::chrono::nanoseconds budget) noexcept
+      : at_(at), budget_(budget) {}
 
   bool expired() const noexcept { return Clock::now() >= at_; }
   Clock::time_point at() const noexcept { return at_; }

@@ -32,7 +32,9 @@ using testing::HasSubstr;
 
 const std::string kSecret = "test-secret";
 
-std::string fresh_unix_endpoint() { return "unix:@iris-bootstrap-test-" + iris::detail::random_hex(8); }
+std::string fresh_unix_endpoint() {
+  return "unix:@iris-bootstrap-test-" + iris::detail::random_hex(8);
+}
 
 // Runs `call` and returns the iris::Error it throws (failing the test when it throws none).
 template <class Call>
@@ -53,7 +55,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // Rank r's contribution to round `round`: bytes that differ by rank, round and position.
 std::vector<unsigned char> pattern(int rank, int round, std::size_t bytes) {
   std::vector<unsigned char> data(bytes);
-  for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>(rank * 31 + round * 7 + i);
+  for (std::size_t i = 0; i < bytes; ++i)
+    data[i] = static_cast<unsigned char>(rank * 31 + round * 7 + i);
   return data;
 }
 
@@ -68,8 +71,10 @@ void exercise_collectives(iris::Bootstrap& bootstrap, int rounds) {
     std::vector<unsigned char> all(bytes * static_cast<std::size_t>(world));
     bootstrap.allgather(mine.data(), all.data(), bytes);
     for (int r = 0; r < world; ++r)
-      require(std::equal(all.begin() + r * bytes, all.begin() + (r + 1) * bytes, pattern(r, round, bytes).begin()),
-              "allgather round " + std::to_string(round) + ": wrong bytes from rank " + std::to_string(r));
+      require(std::equal(all.begin() + r * bytes, all.begin() + (r + 1) * bytes,
+                         pattern(r, round, bytes).begin()),
+              "allgather round " + std::to_string(round) + ": wrong bytes from rank " +
+                  std::to_string(r));
 
     const int root = round % world;
     auto data = rank == root ? pattern(root, round, bytes) : std::vector<unsigned char>(bytes, 0);
@@ -82,7 +87,8 @@ void exercise_collectives(iris::Bootstrap& bootstrap, int rounds) {
   std::vector<unsigned char> all(kLarge * static_cast<std::size_t>(world));
   bootstrap.allgather(mine.data(), all.data(), kLarge);
   for (int r = 0; r < world; ++r)
-    require(std::equal(all.begin() + r * kLarge, all.begin() + (r + 1) * kLarge, pattern(r, 99, kLarge).begin()),
+    require(std::equal(all.begin() + r * kLarge, all.begin() + (r + 1) * kLarge,
+                       pattern(r, 99, kLarge).begin()),
             "large allgather: wrong bytes from rank " + std::to_string(r));
   bootstrap.allgather(nullptr, nullptr, 0);
 }
@@ -129,7 +135,8 @@ TEST(Rendezvous, TimeoutNamesTheRanksThatDidNotArrive) {
   EXPECT_LT(seconds_since(start), 10.0);
   for (const auto& outcome : outcomes) {
     EXPECT_TRUE(outcome.threw(Errc::kTimeout)) << outcome;
-    EXPECT_THAT(outcome.message, HasSubstr("barrier #1: ranks 2, 3 did not arrive within 1 s")) << outcome;
+    EXPECT_THAT(outcome.message, HasSubstr("barrier #1: ranks 2, 3 did not arrive within 1 s"))
+        << outcome;
     EXPECT_THAT(outcome.message, HasSubstr("never connected")) << outcome;
   }
 }
@@ -152,7 +159,8 @@ TEST(Rendezvous, ARankThatDiesDuringACollectiveFailsItOnTheOthers) {
   EXPECT_EQ(outcomes[2].exit_code, 9) << outcomes[2];
   for (int rank : {0, 1}) {
     EXPECT_TRUE(outcomes[rank].threw(Errc::kBootstrap)) << outcomes[rank];
-    EXPECT_THAT(outcomes[rank].message, HasSubstr("rank 2 disconnected during allgather #2")) << outcomes[rank];
+    EXPECT_THAT(outcomes[rank].message, HasSubstr("rank 2 disconnected during allgather #2"))
+        << outcomes[rank];
   }
 }
 
@@ -167,7 +175,8 @@ TEST(Rendezvous, ARankThatLeftIsReportedAtTheNextCollective) {
   });
   EXPECT_TRUE(outcomes[1].succeeded()) << outcomes[1];
   EXPECT_TRUE(outcomes[0].threw(Errc::kBootstrap)) << outcomes[0];
-  EXPECT_THAT(outcomes[0].message, HasSubstr("rank 1 disconnected before barrier #2")) << outcomes[0];
+  EXPECT_THAT(outcomes[0].message, HasSubstr("rank 1 disconnected before barrier #2"))
+      << outcomes[0];
 }
 
 TEST(Rendezvous, ServesSeveralBootstrapsOfOneJob) {
@@ -193,8 +202,10 @@ TEST(Rendezvous, AFailedBootstrapLeavesTheOthersWorking) {
   const auto outcomes = run_forked(2, [&](int rank) {
     auto first = iris::connect_bootstrap(server.endpoint(), rank, 2, kSecret, 20s);
     auto second = iris::connect_bootstrap(server.endpoint(), rank, 2, kSecret, 20s);
-    if (rank == 0) second->barrier();
-    else second->broadcast(&rank, sizeof rank, 0);
+    if (rank == 0)
+      second->barrier();
+    else
+      second->broadcast(&rank, sizeof rank, 0);
   });
   for (const auto& outcome : outcomes) {
     EXPECT_TRUE(outcome.threw(Errc::kMismatch)) << outcome;
@@ -219,8 +230,9 @@ TEST(Rendezvous, DifferentByteCountsAreAMismatch) {
   for (const auto& outcome : outcomes) {
     EXPECT_TRUE(outcome.threw(Errc::kMismatch)) << outcome;
     // Whichever rank arrived first is the reference; the message names both sizes.
-    EXPECT_THAT(outcome.message, testing::ContainsRegex("allgather #1: rank [01] passes (8|16) bytes but "
-                                                        "rank [01] passes (8|16)"))
+    EXPECT_THAT(outcome.message,
+                testing::ContainsRegex("allgather #1: rank [01] passes (8|16) bytes but "
+                                       "rank [01] passes (8|16)"))
         << outcome;
   }
 }
@@ -260,14 +272,16 @@ TEST(Rendezvous, ABroadcastWithDifferentRootsIsAMismatch) {
 
 TEST(Rendezvous, RefusesAWrongSecret) {
   RendezvousServer server(fresh_unix_endpoint(), 2, kSecret, 10s);
-  const Error error = error_of([&] { iris::connect_bootstrap(server.endpoint(), 0, 2, "guess", 5s); });
+  const Error error =
+      error_of([&] { iris::connect_bootstrap(server.endpoint(), 0, 2, "guess", 5s); });
   EXPECT_EQ(error.code(), Errc::kBootstrap);
   EXPECT_THAT(error.message(), HasSubstr("wrong job secret"));
 }
 
 TEST(Rendezvous, RefusesAWrongWorldSize) {
   RendezvousServer server(fresh_unix_endpoint(), 2, kSecret, 10s);
-  const Error error = error_of([&] { iris::connect_bootstrap(server.endpoint(), 3, 4, kSecret, 5s); });
+  const Error error =
+      error_of([&] { iris::connect_bootstrap(server.endpoint(), 3, 4, kSecret, 5s); });
   EXPECT_EQ(error.code(), Errc::kBootstrap);
   EXPECT_THAT(error.message(), HasSubstr("rank 3 says world size 4, the job has 2"));
 }
@@ -281,7 +295,8 @@ TEST(Rendezvous, RefusesARankClaimedByTwoProcesses) {
   const int refused = outcomes[0].succeeded() ? 1 : 0;
   EXPECT_TRUE(outcomes[1 - refused].succeeded()) << outcomes[1 - refused];
   EXPECT_TRUE(outcomes[refused].threw(Errc::kBootstrap)) << outcomes[refused];
-  EXPECT_THAT(outcomes[refused].message, HasSubstr("rank 1 is already connected")) << outcomes[refused];
+  EXPECT_THAT(outcomes[refused].message, HasSubstr("rank 1 is already connected"))
+      << outcomes[refused];
 }
 
 TEST(Rendezvous, RefusesSomethingThatIsNotAnIrisClient) {
@@ -290,9 +305,11 @@ TEST(Rendezvous, RefusesSomethingThatIsNotAnIrisClient) {
   iris::detail::Deadline deadline(5s);
   auto socket = iris::detail::connect_with_retry(endpoint, deadline);
   const char junk[64] = "GET / HTTP/1.0\r\n\r\n";
-  ASSERT_EQ(iris::detail::send_all(socket.get(), junk, sizeof junk, deadline), iris::detail::IoStatus::kOk);
+  ASSERT_EQ(iris::detail::send_all(socket.get(), junk, sizeof junk, deadline),
+            iris::detail::IoStatus::kOk);
   char byte = 0;
-  EXPECT_EQ(iris::detail::recv_all(socket.get(), &byte, 1, deadline), iris::detail::IoStatus::kClosed);
+  EXPECT_EQ(iris::detail::recv_all(socket.get(), &byte, 1, deadline),
+            iris::detail::IoStatus::kClosed);
   // The server is unharmed.
   auto bootstrap = iris::connect_bootstrap(server.endpoint(), 0, 1, kSecret, 5s);
   bootstrap->barrier();
@@ -302,7 +319,8 @@ TEST(Rendezvous, ARankArrivingAfterAFailureIsToldWhy) {
   RendezvousServer server(fresh_unix_endpoint(), 2, kSecret, 500ms);
   auto early = iris::connect_bootstrap(server.endpoint(), 0, 2, kSecret, 500ms);
   EXPECT_EQ(error_of([&] { early->barrier(); }).code(), Errc::kTimeout);
-  const auto late = run_forked(1, [&](int) { iris::connect_bootstrap(server.endpoint(), 1, 2, kSecret, 5s); });
+  const auto late =
+      run_forked(1, [&](int) { iris::connect_bootstrap(server.endpoint(), 1, 2, kSecret, 5s); });
   EXPECT_TRUE(late[0].threw(Errc::kTimeout)) << late[0];
   EXPECT_THAT(late[0].message, HasSubstr("rank 1 did not arrive within 0.5 s")) << late[0];
   // The failed client stays failed.
@@ -326,7 +344,8 @@ TEST(Rendezvous, StoppingTheServerReleasesWaitingRanks) {
 
 TEST(Rendezvous, ConnectingGivesUpAtTheTimeout) {
   const auto start = std::chrono::steady_clock::now();
-  const Error error = error_of([] { iris::connect_bootstrap(fresh_unix_endpoint(), 0, 2, kSecret, 300ms); });
+  const Error error =
+      error_of([] { iris::connect_bootstrap(fresh_unix_endpoint(), 0, 2, kSecret, 300ms); });
   EXPECT_EQ(error.code(), Errc::kTimeout);
   EXPECT_THAT(error.message(), HasSubstr("within 0.3 s"));
   EXPECT_LT(seconds_since(start), 5.0);
@@ -348,14 +367,18 @@ TEST(Rendezvous, ServerRejectsBadArguments) {
 TEST(Rendezvous, ClientRejectsBadArguments) {
   RendezvousServer server(fresh_unix_endpoint(), 2, kSecret, 10s);
   for (const auto& [rank, world] : {std::pair{2, 2}, std::pair{-1, 2}, std::pair{0, 0}})
-    EXPECT_EQ(error_of([&] { iris::connect_bootstrap(server.endpoint(), rank, world, kSecret, 1s); }).code(),
+    EXPECT_EQ(error_of([&] {
+                iris::connect_bootstrap(server.endpoint(), rank, world, kSecret, 1s);
+              }).code(),
               Errc::kInvalidArgument);
   EXPECT_EQ(error_of([] { iris::connect_bootstrap("tcp:localhost", 0, 1, kSecret, 1s); }).code(),
             Errc::kInvalidArgument);
   auto bootstrap = iris::connect_bootstrap(server.endpoint(), 0, 2, kSecret, 10s);
   int value = 0;
-  EXPECT_EQ(error_of([&] { bootstrap->allgather(nullptr, &value, 4); }).code(), Errc::kInvalidArgument);
-  EXPECT_EQ(error_of([&] { bootstrap->allgather(&value, nullptr, 4); }).code(), Errc::kInvalidArgument);
+  EXPECT_EQ(error_of([&] { bootstrap->allgather(nullptr, &value, 4); }).code(),
+            Errc::kInvalidArgument);
+  EXPECT_EQ(error_of([&] { bootstrap->allgather(&value, nullptr, 4); }).code(),
+            Errc::kInvalidArgument);
   EXPECT_EQ(error_of([&] { bootstrap->broadcast(&value, 4, 2); }).code(), Errc::kInvalidArgument);
 }
 
@@ -372,7 +395,8 @@ TEST(Endpoint, ParsesEveryForm) {
   EXPECT_EQ(v6.address, "::1");
   EXPECT_EQ(v6.to_string(), "tcp:[::1]:80");
   EXPECT_EQ(parse_endpoint("tcp::5").address, "127.0.0.1");
-  for (const char* bad : {"", "unix:", "unix:@", "tcp:host", "tcp:host:99999", "tcp:host:x", "tcp:[::1]80", "udp:x:1"}) {
+  for (const char* bad : {"", "unix:", "unix:@", "tcp:host", "tcp:host:99999", "tcp:host:x",
+                          "tcp:[::1]80", "udp:x:1"}) {
     const Error error = error_of([&] { parse_endpoint(bad); });
     EXPECT_EQ(error.code(), Errc::kInvalidArgument) << bad;
     EXPECT_THAT(error.message(), HasSubstr("expected unix:@name")) << bad;
@@ -380,7 +404,8 @@ TEST(Endpoint, ParsesEveryForm) {
 }
 
 TEST(Rendezvous, PathSocketIsRemovedAtStop) {
-  const std::string path = testing::TempDir() + "iris-rendezvous-" + iris::detail::random_hex(4) + ".sock";
+  const std::string path =
+      testing::TempDir() + "iris-rendezvous-" + iris::detail::random_hex(4) + ".sock";
   {
     RendezvousServer server("unix:" + path, 1, kSecret, 5s);
     EXPECT_EQ(::access(path.c_str(), F_OK), 0);
@@ -417,10 +442,12 @@ TEST(FunctionBootstrap, RejectsBadArguments) {
   EXPECT_EQ(error_of([&] { iris::FunctionBootstrap(3, 3, noop); }).code(), Errc::kInvalidArgument);
   EXPECT_EQ(error_of([&] { iris::FunctionBootstrap(-1, 3, noop); }).code(), Errc::kInvalidArgument);
   EXPECT_EQ(error_of([&] { iris::FunctionBootstrap(0, 0, noop); }).code(), Errc::kInvalidArgument);
-  EXPECT_EQ(error_of([&] { iris::FunctionBootstrap(0, 1, nullptr); }).code(), Errc::kInvalidArgument);
+  EXPECT_EQ(error_of([&] { iris::FunctionBootstrap(0, 1, nullptr); }).code(),
+            Errc::kInvalidArgument);
   iris::FunctionBootstrap bootstrap(0, 2, noop);
   int value = 0;
-  EXPECT_EQ(error_of([&] { bootstrap.allgather(nullptr, &value, 4); }).code(), Errc::kInvalidArgument);
+  EXPECT_EQ(error_of([&] { bootstrap.allgather(nullptr, &value, 4); }).code(),
+            Errc::kInvalidArgument);
   EXPECT_EQ(error_of([&] { bootstrap.broadcast(&value, 4, 2); }).code(), Errc::kInvalidArgument);
   EXPECT_EQ(error_of([&] { bootstrap.broadcast(nullptr, 4, 0); }).code(), Errc::kInvalidArgument);
   bootstrap.allgather(nullptr, nullptr, 0);  // nothing to move: no buffers needed
@@ -443,7 +470,8 @@ TEST(RanksOnThisHost, AllForkedRanksShareTheHost) {
   RendezvousServer server(fresh_unix_endpoint(), 3, kSecret, 20s);
   const auto outcomes = run_forked(3, [&](int rank) {
     auto bootstrap = iris::connect_bootstrap(server.endpoint(), rank, 3, kSecret, 20s);
-    require(iris::ranks_on_this_host(*bootstrap) == std::vector<int>{0, 1, 2}, "ranks on this host");
+    require(iris::ranks_on_this_host(*bootstrap) == std::vector<int>{0, 1, 2},
+            "ranks on this host");
   });
   for (const auto& outcome : outcomes) EXPECT_TRUE(outcome.succeeded()) << outcome;
 }
@@ -457,15 +485,18 @@ void clear_launcher_variables(iris::test::ScopedEnv& env) {
   for (const char* name :
        {"IRIS_BOOTSTRAP", "IRIS_RANK", "IRIS_WORLD_SIZE", "IRIS_JOB_SECRET", "IRIS_BOOTSTRAP_PORT",
         "IRIS_BOOTSTRAP_TIMEOUT", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "TORCHELASTIC_RUN_ID",
-        "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"})
+        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+        "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"})
     env.unset(name);
 }
 
 // A TCP port that was free a moment ago.
 int free_tcp_port() {
-  iris::detail::UniqueFd listener = iris::detail::listen_at(iris::detail::parse_endpoint("tcp:127.0.0.1:0"), SOCK_STREAM, 1);
-  return iris::detail::bound_endpoint(listener.get(), iris::detail::parse_endpoint("tcp:127.0.0.1:0")).port;
+  iris::detail::UniqueFd listener =
+      iris::detail::listen_at(iris::detail::parse_endpoint("tcp:127.0.0.1:0"), SOCK_STREAM, 1);
+  return iris::detail::bound_endpoint(listener.get(),
+                                      iris::detail::parse_endpoint("tcp:127.0.0.1:0"))
+      .port;
 }
 
 TEST(BootstrapFromEnv, AloneIsASingleRank) {
@@ -485,7 +516,8 @@ TEST(BootstrapFromEnv, IrisRunVariablesConnectToTheLaunchersRendezvous) {
   auto bootstrap = iris::bootstrap_from_env();
   bootstrap->barrier();
   env.set("IRIS_JOB_SECRET", "another job's");
-  EXPECT_THAT(error_of([] { iris::bootstrap_from_env(); }).message(), HasSubstr("wrong job secret"));
+  EXPECT_THAT(error_of([] { iris::bootstrap_from_env(); }).message(),
+              HasSubstr("wrong job secret"));
 }
 
 TEST(BootstrapFromEnv, ReportsMissingAndMalformedVariables) {
@@ -506,7 +538,8 @@ TEST(BootstrapFromEnv, ReportsMissingAndMalformedVariables) {
   EXPECT_THAT(error.message(), HasSubstr("IRIS_BOOTSTRAP_TIMEOUT"));
   clear_launcher_variables(env);
   env.set("RANK", "5").set("WORLD_SIZE", "2");
-  EXPECT_THAT(error_of([] { iris::bootstrap_from_env(); }).message(), HasSubstr("rank 5 is out of range"));
+  EXPECT_THAT(error_of([] { iris::bootstrap_from_env(); }).message(),
+              HasSubstr("rank 5 is out of range"));
 }
 
 TEST(BootstrapFromEnv, TorchrunRankZeroServesTheOthers) {
@@ -533,7 +566,8 @@ TEST(BootstrapFromEnv, OpenMpiRanksWithAnotherJobsIdAreRefused) {
   const auto outcomes = run_forked(3, [&](int rank) {
     iris::test::ScopedEnv env;
     clear_launcher_variables(env);
-    env.set("OMPI_COMM_WORLD_RANK", std::to_string(rank == 2 ? 1 : rank)).set("OMPI_COMM_WORLD_SIZE", "2");
+    env.set("OMPI_COMM_WORLD_RANK", std::to_string(rank == 2 ? 1 : rank))
+        .set("OMPI_COMM_WORLD_SIZE", "2");
     env.set("IRIS_BOOTSTRAP_PORT", std::to_string(port)).set("IRIS_BOOTSTRAP_TIMEOUT", "20");
     // Process 2 claims rank 1 of another job: it must be refused for its job id.
     env.set("OMPI_MCA_ess_base_jobid", rank == 2 ? "4242" : "77");

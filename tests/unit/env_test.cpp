@@ -44,7 +44,8 @@ TEST(EnvParseSize, AcceptsPlainNumbersAndBinarySuffixes) {
 
 TEST(EnvParseSize, RejectsAnythingElseNamingTheVariable) {
   for (const char* bad : {"", "abc", "12Q", "-1", "1.5G", "G", "99999999999T"}) {
-    const std::string message = invalid_argument_message([&] { iris::env::parse_size(bad, "IRIS_HEAP_SIZE"); });
+    const std::string message =
+        invalid_argument_message([&] { iris::env::parse_size(bad, "IRIS_HEAP_SIZE"); });
     EXPECT_THAT(message, HasSubstr("IRIS_HEAP_SIZE")) << bad;
     EXPECT_THAT(message, HasSubstr(std::string("'") + bad + "'")) << bad;
   }
@@ -55,7 +56,9 @@ TEST(EnvParseInt, AcceptsWholeNumbersOnly) {
   EXPECT_EQ(parse_int("42", "X"), 42);
   EXPECT_EQ(parse_int(" -7 ", "X"), -7);
   for (const char* bad : {"", "4.2", "42x", "x", "99999999999999999999"})
-    EXPECT_THAT(invalid_argument_message([&] { parse_int(bad, "IRIS_RANK"); }), HasSubstr("IRIS_RANK")) << bad;
+    EXPECT_THAT(invalid_argument_message([&] { parse_int(bad, "IRIS_RANK"); }),
+                HasSubstr("IRIS_RANK"))
+        << bad;
 }
 
 TEST(EnvParseSeconds, AcceptsWholeAndFractionalSeconds) {
@@ -74,11 +77,13 @@ TEST(EnvParseSeconds, AcceptsWholeAndFractionalSeconds) {
 
 TEST(EnvParseFlag, AcceptsTheUsualSpellings) {
   using iris::env::parse_flag;
-  for (const char* yes : {"1", "true", "TRUE", "yes", "on", " On "}) EXPECT_TRUE(parse_flag(yes, "X")) << yes;
+  for (const char* yes : {"1", "true", "TRUE", "yes", "on", " On "})
+    EXPECT_TRUE(parse_flag(yes, "X")) << yes;
   for (const char* no : {"0", "false", "No", "off"}) EXPECT_FALSE(parse_flag(no, "X")) << no;
   for (const char* bad : {"", "2", "maybe", "enabled"})
     EXPECT_THAT(invalid_argument_message([&] { parse_flag(bad, "IRIS_DEBUG_CHECKS"); }),
-                HasSubstr("IRIS_DEBUG_CHECKS")) << bad;
+                HasSubstr("IRIS_DEBUG_CHECKS"))
+        << bad;
 }
 
 TEST(EnvGetters, UseTheFallbackOnlyWhenUnsetOrEmpty) {

@@ -16,7 +16,8 @@ using testing::HasSubstr;
 using testing::StartsWith;
 
 TEST(Error, EveryCodeHasAName) {
-  for (int code = static_cast<int>(Errc::kInvalidArgument); code <= static_cast<int>(Errc::kInternal); ++code) {
+  for (int code = static_cast<int>(Errc::kInvalidArgument);
+       code <= static_cast<int>(Errc::kInternal); ++code) {
     const auto name = iris::to_string(static_cast<Errc>(code));
     EXPECT_FALSE(name.empty());
     EXPECT_NE(name, "unknown") << code;
@@ -31,8 +32,9 @@ TEST(Error, WhatNamesTheCodeTheMessageAndTheCallSite) {
   EXPECT_EQ(error.code(), Errc::kTimeout);
   EXPECT_EQ(error.cuda_status(), 0);
   EXPECT_EQ(error.message(), "ranks 2, 3 did not arrive within 5 s");
-  EXPECT_EQ(std::string(error.what()), "iris: timeout: ranks 2, 3 did not arrive within 5 s (at error_test.cpp:" +
-                                           std::to_string(line) + ")");
+  EXPECT_EQ(std::string(error.what()),
+            "iris: timeout: ranks 2, 3 did not arrive within 5 s (at error_test.cpp:" +
+                std::to_string(line) + ")");
   EXPECT_EQ(error.where().line(), static_cast<unsigned>(line));
   const std::runtime_error& as_standard = error;  // catchable as a standard exception
   EXPECT_THAT(as_standard.what(), StartsWith("iris: timeout:"));

@@ -30,19 +30,23 @@ const std::string kSecret = "fd-test";
 
 std::size_t open_fd_count() {
   std::size_t count = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++count;
   return count;
 }
 
-std::string content_of_rank(int rank) { return "the memfd of rank " + std::to_string(rank); }
+std::string content_of_rank(int rank) {
+  return "the memfd of rank " + std::to_string(rank);
+}
 
 // A memfd holding content_of_rank(rank).
 UniqueFd make_memfd(int rank) {
   UniqueFd fd(::memfd_create(("iris-fd-test-" + std::to_string(rank)).c_str(), MFD_CLOEXEC));
   require(fd.valid(), "memfd_create failed");
   const std::string content = content_of_rank(rank);
-  require(::pwrite(fd.get(), content.data(), content.size(), 0) == static_cast<ssize_t>(content.size()),
-          "pwrite failed");
+  require(
+      ::pwrite(fd.get(), content.data(), content.size(), 0) == static_cast<ssize_t>(content.size()),
+      "pwrite failed");
   return fd;
 }
 
@@ -56,24 +60,28 @@ std::string read_start(int fd, std::size_t bytes) {
 
 // Each rank checks what it received: a descriptor of each local peer's memfd (the same file:
 // a write through it is seen by the owner), and nothing for anyone else.
-void check_received(const std::vector<UniqueFd>& received, int rank, const std::vector<int>& local_ranks,
-                    int world_size) {
+void check_received(const std::vector<UniqueFd>& received, int rank,
+                    const std::vector<int>& local_ranks, int world_size) {
   require(received.size() == static_cast<std::size_t>(world_size), "one entry per rank");
   for (int r = 0; r < world_size; ++r) {
-    const bool expected = r != rank && std::find(local_ranks.begin(), local_ranks.end(), r) != local_ranks.end();
-    require(received[r].valid() == expected, "rank " + std::to_string(rank) + ": entry " + std::to_string(r) +
+    const bool expected =
+        r != rank && std::find(local_ranks.begin(), local_ranks.end(), r) != local_ranks.end();
+    require(received[r].valid() == expected, "rank " + std::to_string(rank) + ": entry " +
+                                                 std::to_string(r) +
                                                  (expected ? " is missing" : " should be empty"));
     if (!expected) continue;
     const std::string expected_content = content_of_rank(r);
     const std::string content = read_start(received[r].get(), expected_content.size());
     require(content == expected_content, "rank " + std::to_string(rank) + " read '" + content +
                                              "' through rank " + std::to_string(r) + "'s fd");
-    require((::fcntl(received[r].get(), F_GETFD) & FD_CLOEXEC) != 0, "received fds are close-on-exec");
+    require((::fcntl(received[r].get(), F_GETFD) & FD_CLOEXEC) != 0,
+            "received fds are close-on-exec");
   }
 }
 
 TEST(FdPassing, FourProcessesReadEachOthersMemfds) {
-  iris::detail::RendezvousServer server("unix:@iris-fd-test-" + iris::detail::random_hex(8), 4, kSecret, 20s);
+  iris::detail::RendezvousServer server("unix:@iris-fd-test-" + iris::detail::random_hex(8), 4,
+                                        kSecret, 20s);
   const auto outcomes = iris::test::run_forked(4, [&](int rank) {
     auto bootstrap = iris::connect_bootstrap(server.endpoint(), rank, 4, kSecret, 20s);
     UniqueFd memfd = make_memfd(rank);
@@ -86,13 +94,15 @@ TEST(FdPassing, FourProcessesReadEachOthersMemfds) {
       // Writing through a peer's descriptor reaches the peer's file.
       const std::string mark = "!";
       const int next = (rank + 1) % 4;
-      require(::pwrite(received[next].get(), mark.data(), 1, 100) == 1, "pwrite through a peer's fd");
+      require(::pwrite(received[next].get(), mark.data(), 1, 100) == 1,
+              "pwrite through a peer's fd");
     }
-    require(open_fd_count() == fds_before, "fds leaked: " + std::to_string(open_fd_count()) + " open, " +
-                                               std::to_string(fds_before) + " before");
+    require(open_fd_count() == fds_before, "fds leaked: " + std::to_string(open_fd_count()) +
+                                               " open, " + std::to_string(fds_before) + " before");
     bootstrap->barrier();  // every rank has written its mark
     char seen = 0;
-    require(::pread(memfd.get(), &seen, 1, 100) == 1 && seen == '!', "the previous rank's write is visible");
+    require(::pread(memfd.get(), &seen, 1, 100) == 1 && seen == '!',
+            "the previous rank's write is visible");
     // A second exchange on the same bootstrap works as well as the first.
     const auto again = exchange_fds(*bootstrap, memfd.get(), local_ranks, 10s);
     check_received(again, rank, local_ranks, 4);
@@ -102,7 +112,8 @@ TEST(FdPassing, FourProcessesReadEachOthersMemfds) {
 
 TEST(FdPassing, OnlyRanksOfTheSameHostExchange) {
   // Ranks {0, 1} and {2, 3} pretend to be on two hosts.
-  iris::detail::RendezvousServer server("unix:@iris-fd-test-" + iris::detail::random_hex(8), 4, kSecret, 20s);
+  iris::detail::RendezvousServer server("unix:@iris-fd-test-" + iris::detail::random_hex(8), 4,
+                                        kSecret, 20s);
   const auto outcomes = iris::test::run_forked(4, [&](int rank) {
     auto bootstrap = iris::connect_bootstrap(server.endpoint(), rank, 4, kSecret, 20s);
     UniqueFd memfd = make_memfd(rank);
@@ -113,7 +124,8 @@ TEST(FdPassing, OnlyRanksOfTheSameHostExchange) {
 }
 
 TEST(FdPassing, RanksThatDisagreeOnTheirHostAreAMismatch) {
-  iris::detail::RendezvousServer server("unix:@iris-fd-test-" + iris::detail::random_hex(8), 2, kSecret, 20s);
+  iris::detail::RendezvousServer server("unix:@iris-fd-test-" + iris::detail::random_hex(8), 2,
+                                        kSecret, 20s);
   const auto outcomes = iris::test::run_forked(2, [&](int rank) {
     auto bootstrap = iris::connect_bootstrap(server.endpoint(), rank, 2, kSecret, 20s);
     UniqueFd memfd = make_memfd(rank);
@@ -121,7 +133,8 @@ TEST(FdPassing, RanksThatDisagreeOnTheirHostAreAMismatch) {
     exchange_fds(*bootstrap, memfd.get(), local_ranks, 5s);
   });
   EXPECT_TRUE(outcomes[0].threw(Errc::kMismatch)) << outcomes[0];
-  EXPECT_THAT(outcomes[0].message, HasSubstr("rank 1 lists other ranks on this host")) << outcomes[0];
+  EXPECT_THAT(outcomes[0].message, HasSubstr("rank 1 lists other ranks on this host"))
+      << outcomes[0];
   EXPECT_TRUE(outcomes[1].succeeded()) << outcomes[1];  // it expects no peer, so it has none
 }
 
@@ -140,7 +153,8 @@ TEST(FdPassing, ARequestWithoutAValidRankIsRefused) {
     ADD_FAILURE() << "the exchange succeeded";
   } catch (const iris::Error& error) {
     EXPECT_EQ(error.code(), Errc::kBootstrap) << error.what();
-    EXPECT_THAT(error.message(), HasSubstr("closed the fd exchange before sending its file descriptor"));
+    EXPECT_THAT(error.message(),
+                HasSubstr("closed the fd exchange before sending its file descriptor"));
   }
   EXPECT_EQ(open_fd_count(), fds_before);
 }
@@ -156,7 +170,8 @@ TEST(FdPassing, ARankAloneOnItsHostGetsNothing) {
 TEST(FdPassing, RejectsBadArguments) {
   auto bootstrap = iris::make_single_rank_bootstrap();
   UniqueFd memfd = make_memfd(0);
-  const auto error_code = [&](int fd, const std::vector<int>& local_ranks, std::chrono::nanoseconds timeout) {
+  const auto error_code = [&](int fd, const std::vector<int>& local_ranks,
+                              std::chrono::nanoseconds timeout) {
     try {
       exchange_fds(*bootstrap, fd, local_ranks, timeout);
     } catch (const iris::Error& error) {
@@ -165,7 +180,7 @@ TEST(FdPassing, RejectsBadArguments) {
     return Errc::kInternal;
   };
   EXPECT_EQ(error_code(-1, {0}, 1s), Errc::kInvalidArgument);
-  EXPECT_EQ(error_code(memfd.get(), {}, 1s), Errc::kInvalidArgument);   // without this rank
+  EXPECT_EQ(error_code(memfd.get(), {}, 1s), Errc::kInvalidArgument);      // without this rank
   EXPECT_EQ(error_code(memfd.get(), {0, 1}, 1s), Errc::kInvalidArgument);  // out of range
   EXPECT_EQ(error_code(memfd.get(), {0}, 0s), Errc::kInvalidArgument);
   iris::FunctionBootstrap two(1, 2, [](const void*, void*, std::size_t) {});

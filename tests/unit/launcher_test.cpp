@@ -1,8 +1,8 @@
 // iris-run, run as a program: output prefixes, failure propagation, signals, timeouts, usage
 // errors, the variables ranks see, no orphans, and a rendezvous through bootstrap_from_env().
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -41,16 +41,21 @@ struct LaunchResult {
 
 std::ostream& operator<<(std::ostream& stream, const LaunchResult& result) {
   return stream << "exit code " << result.exit_code << ", signal " << result.signal << ", "
-                << result.seconds << " s" << (result.killed_at_deadline ? " (killed at the deadline)" : "")
-                << "\n--- stdout ---\n" << result.out << "--- stderr ---\n" << result.err;
+                << result.seconds << " s"
+                << (result.killed_at_deadline ? " (killed at the deadline)" : "")
+                << "\n--- stdout ---\n"
+                << result.out << "--- stderr ---\n"
+                << result.err;
 }
 
 bool drain(int fd, std::string& into) {  // false at end-of-file
   char buffer[4096];
   for (;;) {
     const ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got > 0) into.append(buffer, static_cast<std::size_t>(got));
-    else return got < 0 && (errno == EAGAIN || errno == EINTR);
+    if (got > 0)
+      into.append(buffer, static_cast<std::size_t>(got));
+    else
+      return got < 0 && (errno == EAGAIN || errno == EINTR);
   }
 }
 
@@ -61,7 +66,8 @@ LaunchResult launch(const std::vector<std::string>& args,
                     const std::function<void(pid_t)>& while_running = {},
                     std::chrono::seconds deadline = 30s) {
   int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
+    throw std::runtime_error("pipe2");
   std::vector<std::string> argv_strings{kLauncher};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -150,9 +156,11 @@ bool helper_alive(pid_t pid) {
   std::string stat;
   if (!std::getline(stat_file, stat)) return false;
   const auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z') return false;
+  if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z')
+    return false;
   std::ifstream cmdline(proc + "/cmdline");
-  const std::string command((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  const std::string command((std::istreambuf_iterator<char>(cmdline)),
+                            std::istreambuf_iterator<char>());
   return command.find("helper_launcher_rank") != std::string::npos;
 }
 
@@ -170,7 +178,8 @@ void expect_no_survivors(const PidDirectory& directory, std::size_t expected_cou
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   std::size_t start = 0;
-  for (std::size_t newline; (newline = text.find('\n', start)) != std::string::npos; start = newline + 1)
+  for (std::size_t newline; (newline = text.find('\n', start)) != std::string::npos;
+       start = newline + 1)
     lines.push_back(text.substr(start, newline - start));
   if (start < text.size()) lines.push_back(text.substr(start));
   return lines;
@@ -192,7 +201,8 @@ TEST(Launcher, ExplainsBadUsage) {
       {{"-n", "two", kRank}, "-n expects a number of ranks, not 'two'"},
       {{"-n"}, "-n needs a value"},
       {{"-n", "2"}, "no program to run"},
-      {{"-n", "2", "--timeout", "soon", kRank}, "--timeout expects a number of seconds, not 'soon'"},
+      {{"-n", "2", "--timeout", "soon", kRank},
+       "--timeout expects a number of seconds, not 'soon'"},
       {{"-n", "2", "--timeout=0", kRank}, "--timeout must be more than 0 seconds"},
       {{"-n", "2", "--gpus", "0,,1", kRank}, "--gpus expects device ordinals"},
       {{"-n", "2", "--frobnicate", kRank}, "unknown option '--frobnicate'"},
@@ -207,8 +217,10 @@ TEST(Launcher, ExplainsBadUsage) {
 TEST(Launcher, ReportsAProgramThatCannotRun) {
   LaunchResult result = launch({"-n", "2", "--", "no-such-program-for-iris-run"});
   EXPECT_EQ(result.exit_code, 127) << result;
-  EXPECT_THAT(result.err,
-              HasSubstr("iris-run: cannot execute 'no-such-program-for-iris-run': No such file or directory"))
+  EXPECT_THAT(
+      result.err,
+      HasSubstr(
+          "iris-run: cannot execute 'no-such-program-for-iris-run': No such file or directory"))
       << result;
 
   const std::string not_executable = testing::TempDir() + "iris-run-not-executable";
@@ -216,7 +228,8 @@ TEST(Launcher, ReportsAProgramThatCannotRun) {
   ::chmod(not_executable.c_str(), 0644);
   result = launch({"-n", "2", not_executable});
   EXPECT_EQ(result.exit_code, 126) << result;
-  EXPECT_THAT(result.err, HasSubstr("cannot execute '" + not_executable + "': Permission denied")) << result;
+  EXPECT_THAT(result.err, HasSubstr("cannot execute '" + not_executable + "': Permission denied"))
+      << result;
   std::filesystem::remove(not_executable);
 }
 
@@ -230,9 +243,12 @@ TEST(Launcher, PrefixesEveryLineWithItsRank) {
   const auto err = lines_of(result.err);
   for (int rank = 0; rank < 3; ++rank) {
     const std::string prefix = "[rank " + std::to_string(rank) + "] ";
-    EXPECT_THAT(out, testing::Contains(prefix + "out line from rank " + std::to_string(rank))) << result;
-    EXPECT_THAT(out, testing::Contains(prefix + "partial line from rank " + std::to_string(rank))) << result;
-    EXPECT_THAT(err, testing::Contains(prefix + "err line from rank " + std::to_string(rank))) << result;
+    EXPECT_THAT(out, testing::Contains(prefix + "out line from rank " + std::to_string(rank)))
+        << result;
+    EXPECT_THAT(out, testing::Contains(prefix + "partial line from rank " + std::to_string(rank)))
+        << result;
+    EXPECT_THAT(err, testing::Contains(prefix + "err line from rank " + std::to_string(rank)))
+        << result;
   }
   EXPECT_EQ(out.size(), 6u) << result;
   EXPECT_EQ(err.size(), 3u) << result;
@@ -245,7 +261,8 @@ TEST(Launcher, GivesEachRankItsVariables) {
   ASSERT_EQ(with_gpus.exit_code, 0) << with_gpus;
   const auto lines = lines_of(with_gpus.out);
   const auto has = [&](int rank, const std::string& setting) {
-    return std::find(lines.begin(), lines.end(), "[rank " + std::to_string(rank) + "] " + setting) != lines.end();
+    return std::find(lines.begin(), lines.end(),
+                     "[rank " + std::to_string(rank) + "] " + setting) != lines.end();
   };
   const int devices[] = {5, 7, 5};
   std::string secret;
@@ -257,13 +274,16 @@ TEST(Launcher, GivesEachRankItsVariables) {
     EXPECT_TRUE(has(rank, "IRIS_LOCAL_WORLD_SIZE=3")) << with_gpus;
     EXPECT_TRUE(has(rank, "IRIS_DEVICE=" + std::to_string(devices[rank]))) << with_gpus;
   }
-  EXPECT_THAT(with_gpus.out, testing::ContainsRegex("\\[rank 0\\] IRIS_BOOTSTRAP=unix:@iris-run-[0-9]+-[0-9a-f]+"));
+  EXPECT_THAT(with_gpus.out, testing::ContainsRegex(
+                                 "\\[rank 0\\] IRIS_BOOTSTRAP=unix:@iris-run-[0-9]+-[0-9a-f]+"));
   EXPECT_THAT(with_gpus.out, testing::ContainsRegex("\\[rank 0\\] IRIS_JOB_SECRET=[0-9a-f]{32}\n"));
 
   const LaunchResult without_gpus = launch({"-n", "1", kRank, "env"});
   EXPECT_THAT(without_gpus.out, HasSubstr("[rank 0] IRIS_DEVICE=(unset)")) << without_gpus;
   // Each job has its own secret.
-  const auto secret_of = [](const std::string& out) { return out.substr(out.find("IRIS_JOB_SECRET=")); };
+  const auto secret_of = [](const std::string& out) {
+    return out.substr(out.find("IRIS_JOB_SECRET="));
+  };
   EXPECT_NE(secret_of(with_gpus.out), secret_of(without_gpus.out));
 }
 
@@ -277,7 +297,8 @@ TEST(Launcher, RanksRendezvousThroughBootstrapFromEnv) {
   ASSERT_EQ(result.exit_code, 0) << result;
   const auto lines = lines_of(result.out);
   for (int rank = 0; rank < 4; ++rank) {
-    const std::string line = "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + " saw 0 1 2 3";
+    const std::string line =
+        "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + " saw 0 1 2 3";
     EXPECT_EQ(std::count(lines.begin(), lines.end(), line), 2) << result;  // one per bootstrap
   }
 }
@@ -290,8 +311,9 @@ TEST(Launcher, OneFailingRankStopsTheOthers) {
   const LaunchResult result = launch({"-n", "4", kRank, "exit", "2", "3"});
   EXPECT_EQ(result.exit_code, 3) << result;
   EXPECT_LT(result.seconds, 5.0) << result;
-  EXPECT_THAT(result.err, testing::ContainsRegex("iris-run: rank 2 \\(pid [0-9]+\\) exited with code 3; "
-                                                 "stopping the other 3 ranks"))
+  EXPECT_THAT(result.err,
+              testing::ContainsRegex("iris-run: rank 2 \\(pid [0-9]+\\) exited with code 3; "
+                                     "stopping the other 3 ranks"))
       << result;
   expect_no_survivors(pids, 4);
 }
@@ -301,8 +323,9 @@ TEST(Launcher, ARankKilledBySegfaultIsNamed) {
   const LaunchResult result = launch({"-n", "3", kRank, "signal", "1", "11"});
   EXPECT_EQ(result.exit_code, 128 + 11) << result;
   EXPECT_LT(result.seconds, 5.0) << result;
-  EXPECT_THAT(result.err, testing::ContainsRegex("iris-run: rank 1 \\(pid [0-9]+\\) was killed by signal 11 "
-                                                 "\\(Segmentation fault\\); stopping the other 2 ranks"))
+  EXPECT_THAT(result.err,
+              testing::ContainsRegex("iris-run: rank 1 \\(pid [0-9]+\\) was killed by signal 11 "
+                                     "\\(Segmentation fault\\); stopping the other 2 ranks"))
       << result;
   expect_no_survivors(pids, 3);
 }
@@ -311,15 +334,18 @@ TEST(Launcher, ARankKilledBySigkillIsNamed) {
   PidDirectory pids;
   const LaunchResult result = launch({"-n", "2", kRank, "signal", "0", "9"});
   EXPECT_EQ(result.exit_code, 128 + 9) << result;
-  EXPECT_THAT(result.err, HasSubstr("was killed by signal 9 (Killed); stopping the other rank")) << result;
+  EXPECT_THAT(result.err, HasSubstr("was killed by signal 9 (Killed); stopping the other rank"))
+      << result;
   expect_no_survivors(pids, 2);
 }
 
 TEST(Launcher, ARankLeavingTheRendezvousFailsTheJob) {
-  const LaunchResult result = launch({"-n", "3", "--timeout", "60", kRank, "leave-before-allgather", "1"});
+  const LaunchResult result =
+      launch({"-n", "3", "--timeout", "60", kRank, "leave-before-allgather", "1"});
   EXPECT_EQ(result.exit_code, 5) << result;
   EXPECT_LT(result.seconds, 10.0) << result;
-  EXPECT_THAT(result.err, testing::ContainsRegex("iris-run: rank 1 \\(pid [0-9]+\\) exited with code 5"))
+  EXPECT_THAT(result.err,
+              testing::ContainsRegex("iris-run: rank 1 \\(pid [0-9]+\\) exited with code 5"))
       << result;
 }
 
@@ -328,16 +354,19 @@ TEST(Launcher, TimeoutStopsAHungJob) {
   const LaunchResult result = launch({"-n", "2", "--timeout", "0.5", kRank, "hang"});
   EXPECT_EQ(result.exit_code, 124) << result;
   EXPECT_LT(result.seconds, 5.0) << result;
-  EXPECT_THAT(result.err, HasSubstr("iris-run: job did not finish within 0.5 s; stopping 2 ranks")) << result;
+  EXPECT_THAT(result.err, HasSubstr("iris-run: job did not finish within 0.5 s; stopping 2 ranks"))
+      << result;
   expect_no_survivors(pids, 2);
 }
 
 TEST(Launcher, RanksIgnoringSigtermAreKilled) {
   PidDirectory pids;
-  const LaunchResult result = launch({"-n", "2", "--timeout", "0.3", kRank, "hang-ignoring-sigterm"});
+  const LaunchResult result =
+      launch({"-n", "2", "--timeout", "0.3", kRank, "hang-ignoring-sigterm"});
   EXPECT_EQ(result.exit_code, 124) << result;
   EXPECT_LT(result.seconds, 10.0) << result;
-  EXPECT_THAT(result.err, HasSubstr("2 ranks still running 3 s after SIGTERM; sending SIGKILL")) << result;
+  EXPECT_THAT(result.err, HasSubstr("2 ranks still running 3 s after SIGTERM; sending SIGKILL"))
+      << result;
   expect_no_survivors(pids, 2);
 }
 

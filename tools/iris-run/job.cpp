@@ -43,11 +43,14 @@ void say(const std::string& message) {
   (void)detail::write_all(STDERR_FILENO, line.data(), line.size());
 }
 
-std::string ranks_phrase(int count) { return std::to_string(count) + (count == 1 ? " rank" : " ranks"); }
+std::string ranks_phrase(int count) {
+  return std::to_string(count) + (count == 1 ? " rank" : " ranks");
+}
 
 std::string signal_name(int signal) {
   const char* abbreviation = ::sigabbrev_np(signal);
-  return abbreviation != nullptr ? std::string("SIG") + abbreviation : "signal " + std::to_string(signal);
+  return abbreviation != nullptr ? std::string("SIG") + abbreviation
+                                 : "signal " + std::to_string(signal);
 }
 
 // What ended a rank, in words, and the exit code that stands for it.
@@ -63,7 +66,8 @@ Ending describe_status(int status) {
     return {code == 0, code, "exited with code " + std::to_string(code)};
   }
   const int signal = WTERMSIG(status);
-  std::string text = "was killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) + ")";
+  std::string text =
+      "was killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) + ")";
   if (WCOREDUMP(status)) text += ", core dumped";
   return {false, 128 + signal, text};
 }
@@ -114,7 +118,8 @@ class Job {
     if (!signals_) detail::throw_system_error(errno, "signalfd()");
     // Orphans of the ranks (children whose rank has exited) become our children, so that we
     // can reap them and know that they are gone.
-    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) detail::throw_system_error(errno, "prctl(PR_SET_CHILD_SUBREAPER)");
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+      detail::throw_system_error(errno, "prctl(PR_SET_CHILD_SUBREAPER)");
   }
 
   void start_rendezvous() {
@@ -122,7 +127,8 @@ class Job {
     const std::string endpoint =
         "unix:@iris-run-" + std::to_string(::getpid()) + "-" + detail::random_hex(8);
     const auto timeout = env::get_seconds(env::kBootstrapTimeout, kDefaultBootstrapTimeout);
-    rendezvous_ = std::make_unique<detail::RendezvousServer>(endpoint, options_.ranks, secret_, timeout);
+    rendezvous_ =
+        std::make_unique<detail::RendezvousServer>(endpoint, options_.ranks, secret_, timeout);
   }
 
   std::vector<std::string> rank_environment(int rank) const {
@@ -158,7 +164,8 @@ class Job {
       SpawnedRank spawned = spawn(request);
       const std::string prefix = "[rank " + std::to_string(rank) + "] ";
       ranks_.push_back(std::make_unique<Rank>(
-          Rank{rank, spawned.pid, true, LineRelay(std::move(spawned.stdout_reader), STDOUT_FILENO, prefix),
+          Rank{rank, spawned.pid, true,
+               LineRelay(std::move(spawned.stdout_reader), STDOUT_FILENO, prefix),
                LineRelay(std::move(spawned.stderr_reader), STDERR_FILENO, prefix)}));
     }
     running_ = options_.ranks;
@@ -179,8 +186,9 @@ class Job {
             fds.push_back({relay->fd(), POLLIN, 0});
             relays.push_back(relay);
           }
-      const Clock::time_point wake = std::min({job_deadline_, kill_deadline_,
-                                               running_ == 0 ? output_deadline_ : Clock::time_point::max()});
+      const Clock::time_point wake =
+          std::min({job_deadline_, kill_deadline_,
+                    running_ == 0 ? output_deadline_ : Clock::time_point::max()});
       if (::poll(fds.data(), fds.size(), detail::poll_timeout_until(wake)) < 0 && errno != EINTR)
         detail::throw_system_error(errno, "poll()");
       for (std::size_t i = 1; i < fds.size(); ++i)
@@ -202,8 +210,10 @@ class Job {
   void handle_signals() {
     signalfd_siginfo info{};
     while (::read(signals_.get(), &info, sizeof info) == sizeof info) {
-      if (info.ssi_signo == SIGCHLD) reap_children();
-      else interrupted(static_cast<int>(info.ssi_signo));
+      if (info.ssi_signo == SIGCHLD)
+        reap_children();
+      else
+        interrupted(static_cast<int>(info.ssi_signo));
     }
   }
 
@@ -244,10 +254,11 @@ class Job {
     ::kill(-rank.pid, SIGKILL);
     const Ending ending = describe_status(status);
     if (ending.success || stopping_) return;
-    std::string message = "rank " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) +
-                          ") " + ending.description;
+    std::string message = "rank " + std::to_string(rank.rank) + " (pid " +
+                          std::to_string(rank.pid) + ") " + ending.description;
     if (running_ > 0)
-      message += running_ == 1 ? "; stopping the other rank" : "; stopping the other " + ranks_phrase(running_);
+      message += running_ == 1 ? "; stopping the other rank"
+                               : "; stopping the other " + ranks_phrase(running_);
     say(message);
     stop(ending.exit_code, SIGTERM);
   }
@@ -334,6 +345,8 @@ class Job {
 
 }  // namespace
 
-int run_job(const Options& options) { return Job(options).run(); }
+int run_job(const Options& options) {
+  return Job(options).run();
+}
 
 }  // namespace iris::run

@@ -52,7 +52,8 @@ std::vector<int> parse_gpus(std::string_view text) {
     int value = -1;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (ec != std::errc() || end != item.data() + item.size() || item.empty() || value < 0)
-      throw UsageError("--gpus expects device ordinals such as 0,1,2,3, not '" + std::string(text) + "'");
+      throw UsageError("--gpus expects device ordinals such as 0,1,2,3, not '" + std::string(text) +
+                       "'");
     gpus.push_back(value);
     if (comma == text.size()) return gpus;
     start = comma + 1;
@@ -137,6 +138,8 @@ Options parse_options(int argc, const char* const* argv) {
   return options;
 }
 
-std::string_view usage() { return kUsage; }
+std::string_view usage() {
+  return kUsage;
+}
 
 }  // namespace iris::run

@@ -95,7 +95,8 @@ int wait_for_exec(int exec_status) {
 
 std::string resolve_program(const std::string& program) {
   if (program.find('/') != std::string::npos) {
-    if (const int error = executable_error(program)) cannot_execute(program, error, error == ENOENT ? 127 : 126);
+    if (const int error = executable_error(program))
+      cannot_execute(program, error, error == ENOENT ? 127 : 126);
     return program;
   }
   const char* path = std::getenv("PATH");

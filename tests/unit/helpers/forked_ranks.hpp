@@ -111,8 +111,9 @@ inline void decode(const std::string& record, ForkedOutcome& outcome) {
 
 /// Forks `count` children, runs body(rank) in child `rank`, and waits (at most `deadline`) for
 /// all of them. Outcomes are indexed by rank.
-inline std::vector<ForkedOutcome> run_forked(int count, const std::function<void(int)>& body,
-                                             std::chrono::seconds deadline = std::chrono::seconds(60)) {
+inline std::vector<ForkedOutcome> run_forked(
+    int count, const std::function<void(int)>& body,
+    std::chrono::seconds deadline = std::chrono::seconds(60)) {
   std::fflush(nullptr);
   struct Child {
     pid_t pid;

@@ -73,8 +73,9 @@ int print_lines() {
 }
 
 int print_environment() {
-  for (const char* name : {"IRIS_RANK", "IRIS_WORLD_SIZE", "IRIS_LOCAL_RANK", "IRIS_LOCAL_WORLD_SIZE",
-                           "IRIS_DEVICE", "IRIS_BOOTSTRAP", "IRIS_JOB_SECRET"}) {
+  for (const char* name :
+       {"IRIS_RANK", "IRIS_WORLD_SIZE", "IRIS_LOCAL_RANK", "IRIS_LOCAL_WORLD_SIZE", "IRIS_DEVICE",
+        "IRIS_BOOTSTRAP", "IRIS_JOB_SECRET"}) {
     const char* value = std::getenv(name);
     std::printf("%s=%s\n", name, value != nullptr ? value : "(unset)");
   }
@@ -123,7 +124,9 @@ int leave_before_allgather(int leaving_rank) {
 int run(const std::vector<std::string>& args) {
   const std::string mode = args.empty() ? "" : args[0];
   const int rank = my_rank();
-  const auto number = [&](std::size_t index) { return index < args.size() ? std::stoi(args[index]) : -1; };
+  const auto number = [&](std::size_t index) {
+    return index < args.size() ? std::stoi(args[index]) : -1;
+  };
   if (mode == "print") return print_lines();
   if (mode == "env") return print_environment();
   if (mode == "allgather") return allgather();
@@ -137,7 +140,8 @@ int run(const std::vector<std::string>& args) {
     die_by_signal(number(2));
   }
   if (mode == "hang-ignoring-sigterm") ::signal(SIGTERM, SIG_IGN);
-  if (mode == "hang-with-child" && ::fork() == 0) record_pid("child of rank " + std::to_string(rank));
+  if (mode == "hang-with-child" && ::fork() == 0)
+    record_pid("child of rank " + std::to_string(rank));
   if (mode == "hang" || mode == "hang-ignoring-sigterm" || mode == "hang-with-child") hang();
   std::fprintf(stderr, "helper_launcher_rank: unknown mode '%s'\n", mode.c_str());
   return 2;
