@@ -1,12 +1,10 @@
 #include "detail/heap.hpp"
 
 #include <cuda_runtime_api.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "detail/driver.hpp"
@@ -19,25 +17,6 @@ namespace {
 
 std::size_t round_up(std::size_t value, std::size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
-}
-
-struct HostIdentity {
-  std::array<char, 64> host{};
-  std::array<char, 40> boot_id{};
-  bool operator==(const HostIdentity& other) const {
-    return host == other.host && boot_id == other.boot_id;
-  }
-};
-
-HostIdentity this_host() {
-  HostIdentity id;
-  ::gethostname(id.host.data(), id.host.size() - 1);
-  // Two containers may share a hostname; the kernel's boot id tells machines apart.
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string line;
-  std::getline(boot, line);
-  std::strncpy(id.boot_id.data(), line.c_str(), id.boot_id.size() - 1);
-  return id;
 }
 
 /// What every rank must know about every other rank's device to map its heap.
@@ -110,15 +89,11 @@ Topology discover_topology(Bootstrap& bootstrap) {
   Topology topology;
   topology.rank = bootstrap.rank();
   topology.world_size = bootstrap.world_size();
-  const HostIdentity mine = this_host();
-  std::vector<HostIdentity> hosts(topology.world_size);
-  bootstrap.allgather(&mine, hosts.data(), sizeof(HostIdentity));
-  for (int r = 0; r < topology.world_size; ++r) {
-    if (!(hosts[r] == mine)) continue;
-    if (r == topology.rank) topology.local_rank = static_cast<int>(topology.local_ranks.size());
-    topology.local_ranks.push_back(r);
-  }
+  topology.local_ranks = ranks_on_this_host(bootstrap);
   topology.local_world_size = static_cast<int>(topology.local_ranks.size());
+  topology.local_rank = static_cast<int>(
+      std::find(topology.local_ranks.begin(), topology.local_ranks.end(), topology.rank) -
+      topology.local_ranks.begin());
   return topology;
 }
 
