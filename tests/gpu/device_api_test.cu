@@ -32,10 +32,12 @@ static_assert(iris::thread_scope_like<iris::gpu_t> && !iris::thread_scope_like<i
 static_assert(iris::relaxed.value == cuda::memory_order_relaxed);
 static_assert(iris::sys.value == cuda::thread_scope_system);
 static_assert(iris::synchronizable_group<iris::thread> && iris::synchronizable_group<iris::warp> &&
-              iris::synchronizable_group<iris::warps<4>> && iris::synchronizable_group<iris::block>);
+              iris::synchronizable_group<iris::warps<4>> &&
+              iris::synchronizable_group<iris::block>);
 static_assert(iris::cooperative_group<iris::grid> && !iris::synchronizable_group<iris::grid>);
 static_assert(!iris::cooperative_group<iris::device::Context>);
-static_assert(iris::warps<4>::size() == 128 && iris::warp::size() == 32 && iris::thread::size() == 1);
+static_assert(iris::warps<4>::size() == 128 && iris::warp::size() == 32 &&
+              iris::thread::size() == 1);
 
 iris::Context& context() {
   static iris::Context ctx = [] {
@@ -57,19 +59,19 @@ __global__ void atomic_sequence(const __grid_constant__ iris::device::Context ct
   namespace d = iris::device;
   int i = 0;
   *cell = T(10);
-  returned[i++] = d::atomic_add(ctx, cell, T(5), 0);                               // 10 -> 15
-  returned[i++] = d::atomic_sub(ctx, cell, T(3), 0, iris::relaxed);                // 15 -> 12
-  returned[i++] = d::atomic_min(ctx, cell, T(7), 0, iris::acquire);                // 12 -> 7
-  returned[i++] = d::atomic_max(ctx, cell, T(9), 0, iris::release);                // 7 -> 9
-  returned[i++] = d::atomic_exchange(ctx, cell, T(4), 0, iris::acq_rel, iris::gpu); // 9 -> 4
-  returned[i++] = d::atomic_cas(ctx, cell, T(5), T(100), 0);                       // fails: 4
-  returned[i++] = d::atomic_cas(ctx, cell, T(4), T(6), 0, iris::relaxed, iris::cta); // 4 -> 6
+  returned[i++] = d::atomic_add(ctx, cell, T(5), 0);                                  // 10 -> 15
+  returned[i++] = d::atomic_sub(ctx, cell, T(3), 0, iris::relaxed);                   // 15 -> 12
+  returned[i++] = d::atomic_min(ctx, cell, T(7), 0, iris::acquire);                   // 12 -> 7
+  returned[i++] = d::atomic_max(ctx, cell, T(9), 0, iris::release);                   // 7 -> 9
+  returned[i++] = d::atomic_exchange(ctx, cell, T(4), 0, iris::acq_rel, iris::gpu);   // 9 -> 4
+  returned[i++] = d::atomic_cas(ctx, cell, T(5), T(100), 0);                          // fails: 4
+  returned[i++] = d::atomic_cas(ctx, cell, T(4), T(6), 0, iris::relaxed, iris::cta);  // 4 -> 6
   if constexpr (std::is_integral_v<T>) {
-    returned[i++] = d::atomic_and(ctx, cell, T(3), 0);                             // 6 -> 2
-    returned[i++] = d::atomic_or(ctx, cell, T(8), 0);                              // 2 -> 10
-    returned[i++] = d::atomic_xor(ctx, cell, T(15), 0);                            // 10 -> 5
+    returned[i++] = d::atomic_and(ctx, cell, T(3), 0);   // 6 -> 2
+    returned[i++] = d::atomic_or(ctx, cell, T(8), 0);    // 2 -> 10
+    returned[i++] = d::atomic_xor(ctx, cell, T(15), 0);  // 10 -> 5
   }
-  d::atomic_add_nofetch(ctx, cell, T(1), 0);                                       // -> +1
+  d::atomic_add_nofetch(ctx, cell, T(1), 0);  // -> +1
   returned[i++] = d::atomic_load(ctx, cell, 0);
 }
 
@@ -93,8 +95,8 @@ TEST(DeviceApi, FetchingAtomicsReturnTheOldValue) {
   check_sequence<double>({10, 15, 12, 7, 9, 4, 4, 7});
 }
 
-__global__ void negative_min_max(const __grid_constant__ iris::device::Context ctx,
-                                 std::int32_t* i, float* f) {
+__global__ void negative_min_max(const __grid_constant__ iris::device::Context ctx, std::int32_t* i,
+                                 float* f) {
   iris::device::atomic_min(ctx, i, -5, 0);
   iris::device::atomic_max_nofetch(ctx, i + 1, -5, 0);
   iris::device::atomic_min_nofetch(ctx, f, -2.5f, 0);
@@ -199,7 +201,8 @@ __global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure 
   try {
     ctx->check_device_errors();
   } catch (const iris::Error& error) {
-    std::fprintf(stderr, "%s|%s\n", error.code() == iris::Errc::kDeviceTimeout ? "timeout" : "misuse",
+    std::fprintf(stderr, "%s|%s\n",
+                 error.code() == iris::Errc::kDeviceTimeout ? "timeout" : "misuse",
                  error.message().c_str());
     std::_Exit(3);
   }

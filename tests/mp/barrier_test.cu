@@ -59,8 +59,8 @@ void run_rounds() {
   auto errors = ctx.zeros<unsigned>(1);
   // Two launches: epochs carry over from one to the next without a reset.
   for (int launch = 0; launch < 2; ++launch) {
-    rounds<kGrid><<<kBlocks, kThreads>>>(ctx.device(), slots.data(), 1 + launch * kRounds,
-                                         errors.data());
+    rounds<kGrid>
+        <<<kBlocks, kThreads>>>(ctx.device(), slots.data(), 1 + launch * kRounds, errors.data());
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   }
   ctx.barrier();
@@ -68,9 +68,13 @@ void run_rounds() {
   ctx.barrier();
 }
 
-TEST(Barrier, BlockLevelManyRoundsAcrossLaunches) { run_rounds<false>(); }
+TEST(Barrier, BlockLevelManyRoundsAcrossLaunches) {
+  run_rounds<false>();
+}
 
-TEST(Barrier, WholeGridManyRoundsAcrossLaunches) { run_rounds<true>(); }
+TEST(Barrier, WholeGridManyRoundsAcrossLaunches) {
+  run_rounds<true>();
+}
 
 // In a CUDA graph: the round number lives in device memory and advances on every replay, so the
 // same captured kernels check a new round each time.
@@ -92,11 +96,11 @@ TEST(Barrier, InsideACudaGraphReplayedManyTimes) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   cudaGraph_t graph;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  graph_round<false><<<1, kThreads, 0, stream>>>(ctx.device(), slots.data(), rounds_done.data(),
-                                                  errors.data());
+  graph_round<false>
+      <<<1, kThreads, 0, stream>>>(ctx.device(), slots.data(), rounds_done.data(), errors.data());
   ctx.device_barrier(stream);
   graph_round<true><<<kBlocks, kThreads, 0, stream>>>(ctx.device(), slots.data(),
-                                                       rounds_done.data() + 1, errors.data());
+                                                      rounds_done.data() + 1, errors.data());
   ctx.device_barrier(stream);
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   cudaGraphExec_t exec;

@@ -36,8 +36,12 @@ iris::Buffer<T> filled(iris::Context& ctx, std::size_t count, T value) {
   return buffer;
 }
 
-inline int right_of(int rank, int world, int step = 1) { return (rank + step) % world; }
-inline int left_of(int rank, int world, int step = 1) { return (rank - step % world + world) % world; }
+inline int right_of(int rank, int world, int step = 1) {
+  return (rank + step) % world;
+}
+inline int left_of(int rank, int world, int step = 1) {
+  return (rank - step % world + world) % world;
+}
 
 constexpr unsigned kThreadsPerBlock = 128;
 

@@ -10,10 +10,10 @@ namespace {
 
 using iris::device::detail::ErrorKind;
 using iris::device::detail::ErrorMailbox;
-using iris::device::detail::MailboxState;
-using iris::device::detail::ValueKind;
 using iris::device::detail::mailbox_is_timeout;
 using iris::device::detail::mailbox_report;
+using iris::device::detail::MailboxState;
+using iris::device::detail::ValueKind;
 
 ErrorMailbox complete(ErrorKind kind, const char* operation) {
   ErrorMailbox m{};
@@ -84,8 +84,9 @@ TEST(Mailbox, DebugCheckViolations) {
   ErrorMailbox shapes = complete(ErrorKind::kShapeMismatch, "copy");
   shapes.expected = (std::uint64_t{4} << 32) | 8;
   shapes.observed = (std::uint64_t{4} << 32) | 7;
-  EXPECT_EQ(mailbox_report(shapes).value(),
-            "rank 0: copy: the destination tile is 4 x 8, the source tile 4 x 7 (block 0, thread 0)");
+  EXPECT_EQ(
+      mailbox_report(shapes).value(),
+      "rank 0: copy: the destination tile is 4 x 8, the source tile 4 x 7 (block 0, thread 0)");
 }
 
 TEST(Mailbox, LimitsOfTheBarrier) {

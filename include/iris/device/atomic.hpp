@@ -1,8 +1,8 @@
 // Atomics on any rank's copy of a symmetric object.
 //
-//   auto ticket = iris::device::atomic_add(ctx, counter, 1, 0);                // fetch, acq_rel.sys
-//   iris::device::atomic_add_nofetch(ctx, hits, 1, peer, iris::relaxed);       // no result
-//   auto seen = iris::device::atomic_cas(ctx, lock, 0, 1, 0, iris::acquire);
+//   auto ticket = iris::device::atomic_add(ctx, counter, 1, 0);                // fetch,
+//   acq_rel.sys iris::device::atomic_add_nofetch(ctx, hits, 1, peer, iris::relaxed);       // no
+//   result auto seen = iris::device::atomic_cas(ctx, lock, 0, 1, 0, iris::acquire);
 //
 // `ptr` is this rank's copy; the operation acts on rank `to`'s copy. The order and scope come
 // last, as tags (iris/device/order.hpp). Defaults: read-modify-writes are iris::acq_rel, loads
@@ -30,38 +30,38 @@ namespace iris::device {
 
 /// *ptr += value on rank `to`; returns the old value.
 template <class T, class Order = acq_rel_t, class Scope = sys_t>
-IRIS_DEVICE_FN T atomic_add(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value,
-                            int to, Order = {}, Scope = {});
+IRIS_DEVICE_FN T atomic_add(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value, int to,
+                            Order = {}, Scope = {});
 
 /// *ptr -= value on rank `to`; returns the old value.
 template <class T, class Order = acq_rel_t, class Scope = sys_t>
-IRIS_DEVICE_FN T atomic_sub(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value,
-                            int to, Order = {}, Scope = {});
+IRIS_DEVICE_FN T atomic_sub(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value, int to,
+                            Order = {}, Scope = {});
 
 /// *ptr &= value on rank `to` (integers); returns the old value.
 template <class T, class Order = acq_rel_t, class Scope = sys_t>
-IRIS_DEVICE_FN T atomic_and(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value,
-                            int to, Order = {}, Scope = {});
+IRIS_DEVICE_FN T atomic_and(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value, int to,
+                            Order = {}, Scope = {});
 
 /// *ptr |= value on rank `to` (integers); returns the old value.
 template <class T, class Order = acq_rel_t, class Scope = sys_t>
-IRIS_DEVICE_FN T atomic_or(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value,
-                           int to, Order = {}, Scope = {});
+IRIS_DEVICE_FN T atomic_or(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value, int to,
+                           Order = {}, Scope = {});
 
 /// *ptr ^= value on rank `to` (integers); returns the old value.
 template <class T, class Order = acq_rel_t, class Scope = sys_t>
-IRIS_DEVICE_FN T atomic_xor(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value,
-                            int to, Order = {}, Scope = {});
+IRIS_DEVICE_FN T atomic_xor(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value, int to,
+                            Order = {}, Scope = {});
 
 /// *ptr = min(*ptr, value) on rank `to`; returns the old value.
 template <class T, class Order = acq_rel_t, class Scope = sys_t>
-IRIS_DEVICE_FN T atomic_min(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value,
-                            int to, Order = {}, Scope = {});
+IRIS_DEVICE_FN T atomic_min(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value, int to,
+                            Order = {}, Scope = {});
 
 /// *ptr = max(*ptr, value) on rank `to`; returns the old value.
 template <class T, class Order = acq_rel_t, class Scope = sys_t>
-IRIS_DEVICE_FN T atomic_max(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value,
-                            int to, Order = {}, Scope = {});
+IRIS_DEVICE_FN T atomic_max(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value, int to,
+                            Order = {}, Scope = {});
 
 /// *ptr = value on rank `to`; returns the old value.
 template <class T, class Order = acq_rel_t, class Scope = sys_t>
@@ -73,8 +73,7 @@ IRIS_DEVICE_FN T atomic_exchange(const Context& ctx, T* ptr, cuda::std::type_ide
 ///   while (iris::device::atomic_cas(ctx, lock, 0, 1, 0, iris::acquire) != 0) {}
 template <class T, class Order = acq_rel_t, class Scope = sys_t>
 IRIS_DEVICE_FN T atomic_cas(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> expected,
-                            cuda::std::type_identity_t<T> desired, int to, Order = {},
-                            Scope = {});
+                            cuda::std::type_identity_t<T> desired, int to, Order = {}, Scope = {});
 
 // Non-fetching forms: the same effects, no result; iris::release (default) or iris::relaxed.
 

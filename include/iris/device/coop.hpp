@@ -83,12 +83,14 @@ struct grid {
 /// A cooperating group: thread, warp, warps<N>, block or grid.
 template <class G>
 concept cooperative_group = requires {
-  { G::size() };
-  { G::rank() };
+  {G::size()};
+  {G::rank()};
 };
 
 /// A group whose members can wait for each other (all but grid). Completion actions need it.
 template <class G>
-concept synchronizable_group = cooperative_group<G> && requires { G::sync(); };
+concept synchronizable_group = cooperative_group<G> && requires {
+  G::sync();
+};
 
 }  // namespace iris

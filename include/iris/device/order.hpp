@@ -85,11 +85,11 @@ enum class access {
 /// True when `Order` means something for an access of kind `Kind`.
 template <class Order, access Kind>
 inline constexpr bool order_fits =
-    Kind == access::load    ? Order::value == cuda::memory_order_relaxed ||
-                                  Order::value == cuda::memory_order_acquire
-    : Kind == access::store ? Order::value == cuda::memory_order_relaxed ||
-                                  Order::value == cuda::memory_order_release
-                            : true;
+    Kind == access::load
+        ? Order::value == cuda::memory_order_relaxed || Order::value == cuda::memory_order_acquire
+    : Kind == access::store
+        ? Order::value == cuda::memory_order_relaxed || Order::value == cuda::memory_order_release
+        : true;
 
 namespace detail {
 /// Compile-time check of a call's tags, with messages that say what to write instead.

@@ -62,8 +62,8 @@ IRIS_DEVICE_FN cuda::std::array<T, N> load(G group, const Context& ctx, const T*
 /// `to`'s copy of `dst`, leaving out elements at or past `count`.
 ///   iris::device::store(iris::warp{}, ctx, dst, v, n, peer);
 template <cooperative_group G, class T, std::size_t N>
-IRIS_DEVICE_FN void store(G group, const Context& ctx, T* dst,
-                          const cuda::std::array<T, N>& values, std::size_t count, int to);
+IRIS_DEVICE_FN void store(G group, const Context& ctx, T* dst, const cuda::std::array<T, N>& values,
+                          std::size_t count, int to);
 
 // ---- 1-D ranges ------------------------------------------------------------------------------
 

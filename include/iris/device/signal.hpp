@@ -18,6 +18,7 @@
 #include "iris/device/cmp.hpp"
 #include "iris/device/context.hpp"
 #include "iris/device/coop.hpp"
+#include "iris/device/detail/config.hpp"
 #include "iris/device/order.hpp"
 
 namespace iris {
@@ -29,6 +30,10 @@ template <class T>
 struct signal_set {
   T* flag;
   T value;
+  /// Any value convertible to the flag's type: `signal_set{flag, round}` with an int round.
+  template <class V>
+  IRIS_HOST_DEVICE constexpr signal_set(T* flag_, V value_)
+      : flag(flag_), value(static_cast<T>(value_)) {}
 };
 template <class T, class V>
 signal_set(T*, V) -> signal_set<T>;
@@ -40,6 +45,10 @@ template <class T>
 struct signal_add {
   T* flag;
   T value;
+  /// Any value convertible to the flag's type: `signal_add{flag, 1}` for a std::uint64_t flag.
+  template <class V>
+  IRIS_HOST_DEVICE constexpr signal_add(T* flag_, V value_)
+      : flag(flag_), value(static_cast<T>(value_)) {}
 };
 template <class T, class V>
 signal_add(T*, V) -> signal_add<T>;

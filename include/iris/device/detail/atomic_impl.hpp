@@ -19,11 +19,12 @@ namespace iris::device::detail {
 enum class rmw { add, sub, bit_and, bit_or, bit_xor, min, max, exchange };
 
 template <class T>
-inline constexpr bool kAtomicInteger = cuda::std::is_integral_v<T> &&
-                                       !cuda::std::is_same_v<T, bool> &&
-                                       (sizeof(T) == 4 || sizeof(T) == 8);
+inline constexpr bool kAtomicInteger =
+    cuda::std::is_integral_v<T> && !cuda::std::is_same_v<T, bool> &&
+    (sizeof(T) == 4 || sizeof(T) == 8);
 template <class T>
-inline constexpr bool kAtomicFloat = cuda::std::is_same_v<T, float> || cuda::std::is_same_v<T, double>;
+inline constexpr bool kAtomicFloat =
+    cuda::std::is_same_v<T, float> || cuda::std::is_same_v<T, double>;
 template <class T>
 inline constexpr bool kAtomicHalf =
     cuda::std::is_same_v<T, __half> || cuda::std::is_same_v<T, __nv_bfloat16> ||
@@ -45,28 +46,29 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE constexpr void check_atomic_type() {
                 "only, __half, __nv_bfloat16, __half2, __nv_bfloat162)");
   static_assert(!kAtomicHalf<T> || Op == rmw::add,
                 "iris: __half, __nv_bfloat16 and their pairs support atomic_add only");
-  static_assert(kAtomicInteger<T> || (Op != rmw::bit_and && Op != rmw::bit_or && Op != rmw::bit_xor),
-                "iris: atomic and/or/xor take integers");
+  static_assert(
+      kAtomicInteger<T> || (Op != rmw::bit_and && Op != rmw::bit_or && Op != rmw::bit_xor),
+      "iris: atomic and/or/xor take integers");
 }
 
 template <class Order>
-inline constexpr bool kReleases = Order::value == cuda::memory_order_release ||
-                                  Order::value == cuda::memory_order_acq_rel;
+inline constexpr bool kReleases =
+    Order::value == cuda::memory_order_release || Order::value == cuda::memory_order_acq_rel;
 template <class Order>
-inline constexpr bool kAcquires = Order::value == cuda::memory_order_acquire ||
-                                  Order::value == cuda::memory_order_acq_rel;
+inline constexpr bool kAcquires =
+    Order::value == cuda::memory_order_acquire || Order::value == cuda::memory_order_acq_rel;
 
 /// The PTX instruction for Op on an operand type PTX has it for (V).
 template <rmw Op, bool Fetch, class P, class V>
 IRIS_DEVICE_FN IRIS_FORCEINLINE V rmw_instruction(V* p, V v) {
-#define IRIS_RMW_CASE(OP)                  \
-  if constexpr (Op == rmw::OP) {           \
-    if constexpr (Fetch) {                 \
-      return P::fetch_##OP(p, v);          \
-    } else {                               \
-      P::reduce_##OP(p, v);                \
-      return V{};                          \
-    }                                      \
+#define IRIS_RMW_CASE(OP)         \
+  if constexpr (Op == rmw::OP) {  \
+    if constexpr (Fetch) {        \
+      return P::fetch_##OP(p, v); \
+    } else {                      \
+      P::reduce_##OP(p, v);       \
+      return V{};                 \
+    }                             \
   }
   IRIS_RMW_CASE(add)
   IRIS_RMW_CASE(bit_and)
@@ -114,8 +116,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE T atomic_rmw(const Context& ctx, const char* ope
                                        unsigned_bits_t<T>>;
     constexpr rmw kOp = Op == rmw::sub ? rmw::add : Op;
     const V operand = Op == rmw::sub ? V(0) - static_cast<V>(value) : static_cast<V>(value);
-    return static_cast<T>(
-        rmw_instruction<kOp, Fetch, P>(reinterpret_cast<V*>(target), operand));
+    return static_cast<T>(rmw_instruction<kOp, Fetch, P>(reinterpret_cast<V*>(target), operand));
   } else if constexpr (kAtomicFloat<T>) {
     if constexpr (Op == rmw::add || Op == rmw::sub) {
       return rmw_instruction<rmw::add, Fetch, P>(target, Op == rmw::sub ? -value : value);
@@ -132,13 +133,25 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE T atomic_rmw(const Context& ctx, const char* ope
     const auto operand = bits_as<Bits>(value);
     Bits old{};
     if constexpr (cuda::std::is_same_v<T, __half>) {
-      if constexpr (Fetch) old = P::fetch_add_f16(bits, operand); else P::reduce_add_f16(bits, operand);
+      if constexpr (Fetch)
+        old = P::fetch_add_f16(bits, operand);
+      else
+        P::reduce_add_f16(bits, operand);
     } else if constexpr (cuda::std::is_same_v<T, __nv_bfloat16>) {
-      if constexpr (Fetch) old = P::fetch_add_bf16(bits, operand); else P::reduce_add_bf16(bits, operand);
+      if constexpr (Fetch)
+        old = P::fetch_add_bf16(bits, operand);
+      else
+        P::reduce_add_bf16(bits, operand);
     } else if constexpr (cuda::std::is_same_v<T, __half2>) {
-      if constexpr (Fetch) old = P::fetch_add_f16x2(bits, operand); else P::reduce_add_f16x2(bits, operand);
+      if constexpr (Fetch)
+        old = P::fetch_add_f16x2(bits, operand);
+      else
+        P::reduce_add_f16x2(bits, operand);
     } else {
-      if constexpr (Fetch) old = P::fetch_add_bf16x2(bits, operand); else P::reduce_add_bf16x2(bits, operand);
+      if constexpr (Fetch)
+        old = P::fetch_add_bf16x2(bits, operand);
+      else
+        P::reduce_add_bf16x2(bits, operand);
     }
     return bits_as<T>(old);
   }
@@ -155,13 +168,12 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE constexpr void check_plain_atomic_type() {
 
 namespace iris::device {
 
-#define IRIS_DEFINE_ATOMIC(NAME, OP, FETCH, RESULT)                                             \
-  template <class T, class Order, class Scope>                                                  \
-  IRIS_DEVICE_FN RESULT NAME(const Context& ctx, T* ptr,                       \
-                                              cuda::std::type_identity_t<T> value, int to, Order, \
-                                              Scope) {                                          \
-    return static_cast<RESULT>(detail::atomic_rmw<detail::rmw::OP, FETCH, Order, Scope>(        \
-        ctx, #NAME, ptr, static_cast<T>(value), to));                                           \
+#define IRIS_DEFINE_ATOMIC(NAME, OP, FETCH, RESULT)                                           \
+  template <class T, class Order, class Scope>                                                \
+  IRIS_DEVICE_FN RESULT NAME(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value, \
+                             int to, Order, Scope) {                                          \
+    return static_cast<RESULT>(detail::atomic_rmw<detail::rmw::OP, FETCH, Order, Scope>(      \
+        ctx, #NAME, ptr, static_cast<T>(value), to));                                         \
   }
 IRIS_DEFINE_ATOMIC(atomic_add, add, true, T)
 IRIS_DEFINE_ATOMIC(atomic_sub, sub, true, T)
@@ -181,10 +193,8 @@ IRIS_DEFINE_ATOMIC(atomic_max_nofetch, max, false, void)
 #undef IRIS_DEFINE_ATOMIC
 
 template <class T, class Order, class Scope>
-IRIS_DEVICE_FN T atomic_cas(const Context& ctx, T* ptr,
-                                             cuda::std::type_identity_t<T> expected,
-                                             cuda::std::type_identity_t<T> desired, int to,
-                                             Order, Scope) {
+IRIS_DEVICE_FN T atomic_cas(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> expected,
+                            cuda::std::type_identity_t<T> desired, int to, Order, Scope) {
   iris::detail::check_tags<access::read_modify_write, Order, Scope>();
   detail::check_plain_atomic_type<T>();
   using Bits = detail::unsigned_bits_t<T>;
@@ -195,8 +205,7 @@ IRIS_DEVICE_FN T atomic_cas(const Context& ctx, T* ptr,
 }
 
 template <class T, class Order, class Scope>
-IRIS_DEVICE_FN T atomic_load(const Context& ctx, const T* ptr, int from, Order,
-                                              Scope) {
+IRIS_DEVICE_FN T atomic_load(const Context& ctx, const T* ptr, int from, Order, Scope) {
   iris::detail::check_tags<access::load, Order, Scope>();
   detail::check_plain_atomic_type<T>();
   using Bits = detail::unsigned_bits_t<T>;
@@ -206,13 +215,13 @@ IRIS_DEVICE_FN T atomic_load(const Context& ctx, const T* ptr, int from, Order,
 }
 
 template <class T, class Order, class Scope>
-IRIS_DEVICE_FN void atomic_store(const Context& ctx, T* ptr,
-                                                  cuda::std::type_identity_t<T> value, int to,
-                                                  Order, Scope) {
+IRIS_DEVICE_FN void atomic_store(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value,
+                                 int to, Order, Scope) {
   iris::detail::check_tags<access::store, Order, Scope>();
   detail::check_plain_atomic_type<T>();
   using Bits = detail::unsigned_bits_t<T>;
-  auto* target = reinterpret_cast<Bits*>(detail::checked_translate(ctx, "atomic_store", ptr, 1, to));
+  auto* target =
+      reinterpret_cast<Bits*>(detail::checked_translate(ctx, "atomic_store", ptr, 1, to));
   detail::ptx<Order::value, Scope::value>::store(target,
                                                  cuda::std::bit_cast<Bits>(static_cast<T>(value)));
 }

@@ -38,9 +38,9 @@ struct alignas(kLine) BarrierChannel {
 struct alignas(kLine) GridBarrierState {
   std::uint64_t blocks_arrived;  ///< blocks (other than block 0) in the current grid barrier
   std::byte unused0[kLine - sizeof(std::uint64_t)];
-  std::uint64_t released;        ///< grid barriers block 0 has released on this rank
+  std::uint64_t released;  ///< grid barriers block 0 has released on this rank
   std::byte unused1[kLine - sizeof(std::uint64_t)];
-  BarrierChannel ranks;          ///< block 0 meets the other ranks here
+  BarrierChannel ranks;  ///< block 0 meets the other ranks here
 };
 
 struct BarrierState {

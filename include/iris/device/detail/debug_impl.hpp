@@ -6,8 +6,8 @@
 
 namespace iris::device {
 
-IRIS_DEVICE_FN inline void check_access(const Context& ctx, const char* operation,
-                                        const void* ptr, std::size_t bytes, int to) {
+IRIS_DEVICE_FN inline void check_access(const Context& ctx, const char* operation, const void* ptr,
+                                        std::size_t bytes, int to) {
   if (!ctx.debug_checks()) return;
   if (to < 0 || to >= ctx.world_size()) {
     detail::report_and_trap(ctx, {.kind = detail::ErrorKind::kBadRank,
@@ -42,8 +42,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE T* checked_translate(const Context& ctx, const c
 }  // namespace detail
 
 template <class T>
-IRIS_DEVICE_FN T* translate(const Context& ctx, T* ptr, int to,
-                                             std::size_t count) {
+IRIS_DEVICE_FN T* translate(const Context& ctx, T* ptr, int to, std::size_t count) {
   return detail::checked_translate(ctx, "translate", ptr, count, to);
 }
 

@@ -25,12 +25,12 @@ enum class MailboxState : std::uint32_t {
 
 enum class ErrorKind : std::uint32_t {
   kNone = 0,
-  kWaitTimeout,   ///< a bounded wait ran past ctx.wait_timeout_ns()
-  kBadRank,       ///< debug check: the target rank is not in [0, world_size)
-  kOutsideHeap,   ///< debug check: the accessed bytes are not inside the symmetric heap
-  kTooManyRanks,  ///< the world is larger than the device barrier has slots for
-  kTooManyBlocks, ///< a block-level barrier ran in a block past the barrier's channels
-  kShapeMismatch, ///< debug check: a 2-D copy's tiles differ in rows or cols
+  kWaitTimeout,    ///< a bounded wait ran past ctx.wait_timeout_ns()
+  kBadRank,        ///< debug check: the target rank is not in [0, world_size)
+  kOutsideHeap,    ///< debug check: the accessed bytes are not inside the symmetric heap
+  kTooManyRanks,   ///< the world is larger than the device barrier has slots for
+  kTooManyBlocks,  ///< a block-level barrier ran in a block past the barrier's channels
+  kShapeMismatch,  ///< debug check: a 2-D copy's tiles differ in rows or cols
 };
 
 /// How `expected` and `observed` are to be read.
@@ -39,23 +39,23 @@ enum class ValueKind : std::uint32_t { kUnsigned = 0, kSigned = 1 };
 struct ErrorMailbox {
   MailboxState state;
   ErrorKind kind;
-  char operation[32];       ///< NUL-terminated name of the device function that failed
-  std::int32_t rank;        ///< the rank that failed
-  std::int32_t target_rank; ///< the rank whose memory the operation addressed
+  char operation[32];        ///< NUL-terminated name of the device function that failed
+  std::int32_t rank;         ///< the rank that failed
+  std::int32_t target_rank;  ///< the rank whose memory the operation addressed
   std::int32_t world_size;
-  cmp comparison;           ///< wait condition (timeouts)
+  cmp comparison;  ///< wait condition (timeouts)
   ValueKind value_kind;
   std::uint32_t reserved;
-  std::int64_t heap_offset; ///< byte offset of the address from the start of its heap
-  std::uint64_t bytes;      ///< bytes the operation addressed (debug checks)
-  std::uint64_t heap_size;  ///< bytes per rank's heap (debug checks)
-  std::uint64_t expected;   ///< the value waited for (timeouts), the limit (kTooMany*), or the
-                            ///< destination tile as rows << 32 | cols (kShapeMismatch)
-  std::uint64_t observed;   ///< the last value seen (timeouts), the count asked for, or the
-                            ///< source tile
-  std::uint64_t elapsed_ns; ///< how long the wait ran
-  std::uint32_t block[3];   ///< blockIdx of the reporting thread
-  std::uint32_t thread[3];  ///< threadIdx of the reporting thread
+  std::int64_t heap_offset;  ///< byte offset of the address from the start of its heap
+  std::uint64_t bytes;       ///< bytes the operation addressed (debug checks)
+  std::uint64_t heap_size;   ///< bytes per rank's heap (debug checks)
+  std::uint64_t expected;    ///< the value waited for (timeouts), the limit (kTooMany*), or the
+                             ///< destination tile as rows << 32 | cols (kShapeMismatch)
+  std::uint64_t observed;    ///< the last value seen (timeouts), the count asked for, or the
+                             ///< source tile
+  std::uint64_t elapsed_ns;  ///< how long the wait ran
+  std::uint32_t block[3];    ///< blockIdx of the reporting thread
+  std::uint32_t thread[3];   ///< threadIdx of the reporting thread
 };
 
 namespace mailbox_format {
@@ -105,8 +105,7 @@ inline std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
   for (std::size_t i = 0; i < sizeof(m.operation) && m.operation[i] != '\0'; ++i)
     operation[i] = m.operation[i];
   const std::string who = "rank " + std::to_string(m.rank) + ": " + operation;
-  const std::string where =
-      " (block " + f::index(m.block) + ", thread " + f::index(m.thread) + ")";
+  const std::string where = " (block " + f::index(m.block) + ", thread " + f::index(m.thread) + ")";
   switch (m.kind) {
     case ErrorKind::kWaitTimeout:
       return who + "(heap offset " + f::offset(m.heap_offset) + " on rank " +
@@ -133,8 +132,8 @@ inline std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
     case ErrorKind::kNone:
       break;
   }
-  return who + ": unknown device error kind " +
-         std::to_string(static_cast<std::uint32_t>(m.kind)) + where;
+  return who + ": unknown device error kind " + std::to_string(static_cast<std::uint32_t>(m.kind)) +
+         where;
 }
 
 /// True when the report is a bounded wait that timed out (as opposed to a misuse that a check

@@ -32,7 +32,7 @@ inline constexpr std::uint64_t kReportGraceNs = 100'000'000;
 /// the kernel stops, the host's next synchronization fails, and the host turns the report into
 /// an iris::Error. Kept out of line: it is the cold end of every check and wait.
 [[noreturn]] __noinline__ IRIS_DEVICE_FN inline void report_and_trap(const Context& ctx,
-                                                                   const Failure& failure) {
+                                                                     const Failure& failure) {
   if (ErrorMailbox* m = ctx.mailbox(); m != nullptr) {
     auto* state = reinterpret_cast<unsigned*>(&m->state);
     if (atomicCAS_system(state, unsigned(MailboxState::kEmpty), unsigned(MailboxState::kWriting)) ==
@@ -53,8 +53,12 @@ inline constexpr std::uint64_t kReportGraceNs = 100'000'000;
       m->expected = failure.expected;
       m->observed = failure.observed;
       m->elapsed_ns = failure.elapsed_ns;
-      m->block[0] = blockIdx.x, m->block[1] = blockIdx.y, m->block[2] = blockIdx.z;
-      m->thread[0] = threadIdx.x, m->thread[1] = threadIdx.y, m->thread[2] = threadIdx.z;
+      m->block[0] = blockIdx.x;
+      m->block[1] = blockIdx.y;
+      m->block[2] = blockIdx.z;
+      m->thread[0] = threadIdx.x;
+      m->thread[1] = threadIdx.y;
+      m->thread[2] = threadIdx.z;
       ptx<cuda::memory_order_release, cuda::thread_scope_system>::store(
           state, unsigned(MailboxState::kComplete));
       fence_sc_system();
@@ -72,7 +76,8 @@ inline constexpr std::uint64_t kReportGraceNs = 100'000'000;
 
 /// Signed offset of `ptr` from the start of this rank's heap (negative or past the heap when
 /// `ptr` is not a heap pointer; reports show it either way).
-IRIS_DEVICE_FN IRIS_FORCEINLINE std::int64_t local_heap_offset(const Context& ctx, const void* ptr) {
+IRIS_DEVICE_FN IRIS_FORCEINLINE std::int64_t local_heap_offset(const Context& ctx,
+                                                               const void* ptr) {
   return static_cast<const std::byte*>(ptr) - ctx.heap_base();
 }
 

@@ -2,7 +2,6 @@
 // Not public.
 #pragma once
 
-
 #include <cstdint>
 
 #include "iris/device/debug.hpp"
@@ -34,8 +33,9 @@ using unit_t = cuda::std::conditional_t<
     Bytes == 16, uint4,
     cuda::std::conditional_t<
         Bytes == 8, std::uint64_t,
-        cuda::std::conditional_t<Bytes == 4, std::uint32_t,
-                                 cuda::std::conditional_t<Bytes == 2, std::uint16_t, std::uint8_t>>>>;
+        cuda::std::conditional_t<
+            Bytes == 4, std::uint32_t,
+            cuda::std::conditional_t<Bytes == 2, std::uint16_t, std::uint8_t>>>>;
 
 /// Independent 16-byte accesses each thread keeps in flight: enough to cover NVLink latency
 /// without spilling.
@@ -150,15 +150,13 @@ IRIS_DEVICE_FN T load(const Context& ctx, const T* src, int from) {
 }
 
 template <class T>
-IRIS_DEVICE_FN void store(const Context& ctx, T* dst,
-                                           cuda::std::type_identity_t<T> value, int to) {
+IRIS_DEVICE_FN void store(const Context& ctx, T* dst, cuda::std::type_identity_t<T> value, int to) {
   *detail::checked_translate(ctx, "store", dst, 1, to) = value;
 }
 
 template <std::size_t N, cooperative_group G, class T>
-IRIS_DEVICE_FN cuda::std::array<T, N> load(G group, const Context& ctx,
-                                                            const T* src, std::size_t count,
-                                                            int from) {
+IRIS_DEVICE_FN cuda::std::array<T, N> load(G group, const Context& ctx, const T* src,
+                                           std::size_t count, int from) {
   const std::size_t first = std::size_t{group.rank()} * N;
   const std::size_t valid = detail::elements_of_member<N>(group.rank(), count);
   const T* p = detail::checked_translate(ctx, "load", src, count, from) + first;
@@ -178,9 +176,8 @@ IRIS_DEVICE_FN cuda::std::array<T, N> load(G group, const Context& ctx,
 }
 
 template <cooperative_group G, class T, std::size_t N>
-IRIS_DEVICE_FN void store(G group, const Context& ctx, T* dst,
-                                           const cuda::std::array<T, N>& values, std::size_t count,
-                                           int to) {
+IRIS_DEVICE_FN void store(G group, const Context& ctx, T* dst, const cuda::std::array<T, N>& values,
+                          std::size_t count, int to) {
   const std::size_t first = std::size_t{group.rank()} * N;
   const std::size_t valid = detail::elements_of_member<N>(group.rank(), count);
   T* p = detail::checked_translate(ctx, "store", dst, count, to) + first;
@@ -198,25 +195,24 @@ IRIS_DEVICE_FN void store(G group, const Context& ctx, T* dst,
 }
 
 template <cooperative_group G, class T>
-IRIS_DEVICE_FN void get(G group, const Context& ctx, T* dst, const T* src,
-                                         std::size_t count, int from) {
+IRIS_DEVICE_FN void get(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
+                        int from) {
   detail::copy_elements(detail::team_of(group), dst,
                         detail::checked_translate(ctx, "get", src, count, from), count);
 }
 
 template <cooperative_group G, class T, class Signal>
-IRIS_DEVICE_FN void put(G group, const Context& ctx, T* dst, const T* src,
-                                         std::size_t count, int to, Signal signal) {
+IRIS_DEVICE_FN void put(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
+                        int to, Signal signal) {
   detail::check_signal<Signal>();
-  detail::copy_elements(detail::team_of(group), detail::checked_translate(ctx, "put", dst, count, to),
-                        src, count);
+  detail::copy_elements(detail::team_of(group),
+                        detail::checked_translate(ctx, "put", dst, count, to), src, count);
   detail::complete(group, ctx, signal, to);
 }
 
 template <cooperative_group G, class T, class Signal>
-IRIS_DEVICE_FN void copy(G group, const Context& ctx, T* dst, int dst_rank,
-                                          const T* src, int src_rank, std::size_t count,
-                                          Signal signal) {
+IRIS_DEVICE_FN void copy(G group, const Context& ctx, T* dst, int dst_rank, const T* src,
+                         int src_rank, std::size_t count, Signal signal) {
   detail::check_signal<Signal>();
   detail::copy_elements(detail::team_of(group),
                         detail::checked_translate(ctx, "copy", dst, count, dst_rank),
@@ -226,16 +222,14 @@ IRIS_DEVICE_FN void copy(G group, const Context& ctx, T* dst, int dst_rank,
 
 template <cooperative_group G, class T>
 IRIS_DEVICE_FN void get(G group, const Context& ctx, tile_view<T> dst,
-                                         cuda::std::type_identity_t<tile_view<const T>> src,
-                                         int from) {
+                        cuda::std::type_identity_t<tile_view<const T>> src, int from) {
   detail::check_same_shape(ctx, "get", dst, src);
   detail::copy_tile(detail::team_of(group), dst, detail::checked_translate(ctx, "get", src, from));
 }
 
 template <cooperative_group G, class T, class Signal>
 IRIS_DEVICE_FN void put(G group, const Context& ctx, tile_view<T> dst,
-                                         cuda::std::type_identity_t<tile_view<const T>> src,
-                                         int to, Signal signal) {
+                        cuda::std::type_identity_t<tile_view<const T>> src, int to, Signal signal) {
   detail::check_signal<Signal>();
   detail::check_same_shape(ctx, "put", dst, src);
   detail::copy_tile(detail::team_of(group), detail::checked_translate(ctx, "put", dst, to), src);
@@ -243,10 +237,9 @@ IRIS_DEVICE_FN void put(G group, const Context& ctx, tile_view<T> dst,
 }
 
 template <cooperative_group G, class T, class Signal>
-IRIS_DEVICE_FN void copy(G group, const Context& ctx, tile_view<T> dst,
-                                          int dst_rank,
-                                          cuda::std::type_identity_t<tile_view<const T>> src,
-                                          int src_rank, Signal signal) {
+IRIS_DEVICE_FN void copy(G group, const Context& ctx, tile_view<T> dst, int dst_rank,
+                         cuda::std::type_identity_t<tile_view<const T>> src, int src_rank,
+                         Signal signal) {
   detail::check_signal<Signal>();
   detail::check_same_shape(ctx, "copy", dst, src);
   detail::copy_tile(detail::team_of(group), detail::checked_translate(ctx, "copy", dst, dst_rank),

@@ -16,9 +16,8 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE constexpr void check_flag_type() {
 }  // namespace detail
 
 template <class T, class Order, class Scope>
-IRIS_DEVICE_FN void signal_set(const Context& ctx, T* flag,
-                                                cuda::std::type_identity_t<T> value, int to,
-                                                Order, Scope) {
+IRIS_DEVICE_FN void signal_set(const Context& ctx, T* flag, cuda::std::type_identity_t<T> value,
+                               int to, Order, Scope) {
   detail::check_flag_type<T>();
   iris::detail::check_tags<access::store, Order, Scope>();
   using Bits = detail::flag_bits_t<T>;
@@ -28,9 +27,8 @@ IRIS_DEVICE_FN void signal_set(const Context& ctx, T* flag,
 }
 
 template <class T, class Order, class Scope>
-IRIS_DEVICE_FN void signal_add(const Context& ctx, T* flag,
-                                                cuda::std::type_identity_t<T> value, int to,
-                                                Order, Scope) {
+IRIS_DEVICE_FN void signal_add(const Context& ctx, T* flag, cuda::std::type_identity_t<T> value,
+                               int to, Order, Scope) {
   detail::check_flag_type<T>();
   iris::detail::check_tags<access::store, Order, Scope>();
   using Bits = detail::flag_bits_t<T>;
@@ -41,7 +39,7 @@ IRIS_DEVICE_FN void signal_add(const Context& ctx, T* flag,
 
 template <class T, class Order, class Scope>
 IRIS_DEVICE_FN T wait_until(const Context& ctx, const T* flag, cmp c,
-                                             cuda::std::type_identity_t<T> value, Order, Scope) {
+                            cuda::std::type_identity_t<T> value, Order, Scope) {
   detail::check_flag_type<T>();
   iris::detail::check_tags<access::load, Order, Scope>();
   check_access(ctx, "wait_until", flag, sizeof(T), ctx.rank());
@@ -51,8 +49,7 @@ IRIS_DEVICE_FN T wait_until(const Context& ctx, const T* flag, cmp c,
 
 template <synchronizable_group G, class T, class Order, class Scope>
 IRIS_DEVICE_FN void wait_until(G group, const Context& ctx, const T* flag, cmp c,
-                                                cuda::std::type_identity_t<T> value, Order order,
-                                                Scope scope) {
+                               cuda::std::type_identity_t<T> value, Order order, Scope scope) {
   if (group.rank() == 0) wait_until(ctx, flag, c, value, order, scope);
   group.sync();
 }
@@ -63,7 +60,9 @@ IRIS_DEVICE_FN void fence(Scope) {
   detail::fence_acq_rel<Scope::value>();
 }
 
-IRIS_DEVICE_FN void quiet() { detail::fence_sc_system(); }
+IRIS_DEVICE_FN void quiet() {
+  detail::fence_sc_system();
+}
 
 namespace detail {
 
@@ -71,12 +70,14 @@ namespace detail {
 struct no_signal {};
 
 template <class T>
-IRIS_DEVICE_FN IRIS_FORCEINLINE void raise(const Context& ctx, const iris::signal_set<T>& action, int to) {
+IRIS_DEVICE_FN IRIS_FORCEINLINE void raise(const Context& ctx, const iris::signal_set<T>& action,
+                                           int to) {
   device::signal_set(ctx, action.flag, action.value, to);
 }
 
 template <class T>
-IRIS_DEVICE_FN IRIS_FORCEINLINE void raise(const Context& ctx, const iris::signal_add<T>& action, int to) {
+IRIS_DEVICE_FN IRIS_FORCEINLINE void raise(const Context& ctx, const iris::signal_add<T>& action,
+                                           int to) {
   device::signal_add(ctx, action.flag, action.value, to);
 }
 

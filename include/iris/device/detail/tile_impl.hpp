@@ -17,8 +17,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE tile_view<T> checked_translate(const Context& ct
 }  // namespace detail
 
 template <class T>
-IRIS_DEVICE_FN tile_view<T> translate(const Context& ctx, const tile_view<T>& tile,
-                                                       int to) {
+IRIS_DEVICE_FN tile_view<T> translate(const Context& ctx, const tile_view<T>& tile, int to) {
   return detail::checked_translate(ctx, "translate", tile, to);
 }
 

@@ -18,7 +18,7 @@ inline constexpr int kSpinsPerClockRead = 256;
 
 /// 32- and 64-bit integers: what flags, epochs and waits are made of.
 template <class T>
-concept flag_value = cuda::std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8);
+concept flag_value = cuda::std::is_integral_v<T> &&(sizeof(T) == 4 || sizeof(T) == 8);
 
 template <class T>
 using flag_bits_t = cuda::std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
@@ -26,12 +26,18 @@ using flag_bits_t = cuda::std::conditional_t<sizeof(T) == 4, std::uint32_t, std:
 template <class T>
 IRIS_DEVICE_FN IRIS_FORCEINLINE bool satisfies(T value, cmp c, T expected) {
   switch (c) {
-    case cmp::eq: return value == expected;
-    case cmp::ne: return value != expected;
-    case cmp::lt: return value < expected;
-    case cmp::le: return value <= expected;
-    case cmp::gt: return value > expected;
-    case cmp::ge: return value >= expected;
+    case cmp::eq:
+      return value == expected;
+    case cmp::ne:
+      return value != expected;
+    case cmp::lt:
+      return value < expected;
+    case cmp::le:
+      return value <= expected;
+    case cmp::gt:
+      return value > expected;
+    case cmp::ge:
+      return value >= expected;
   }
   return false;
 }
@@ -44,17 +50,18 @@ template <flag_value T>
   constexpr bool kSigned = cuda::std::is_signed_v<T>;
   // Signed values travel sign-extended, so that the host can print them as 64-bit numbers.
   using Wide = cuda::std::conditional_t<kSigned, std::int64_t, std::uint64_t>;
-  report_and_trap(ctx, {.kind = ErrorKind::kWaitTimeout,
-                        .operation = operation,
-                        .target_rank = flag_rank,
-                        .heap_offset = static_cast<const std::byte*>(static_cast<const void*>(flag)) -
-                                       ctx.heap_base_of(flag_rank),
-                        .bytes = sizeof(T),
-                        .comparison = c,
-                        .value_kind = kSigned ? ValueKind::kSigned : ValueKind::kUnsigned,
-                        .expected = static_cast<std::uint64_t>(static_cast<Wide>(expected)),
-                        .observed = static_cast<std::uint64_t>(static_cast<Wide>(observed)),
-                        .elapsed_ns = elapsed_ns});
+  report_and_trap(ctx,
+                  {.kind = ErrorKind::kWaitTimeout,
+                   .operation = operation,
+                   .target_rank = flag_rank,
+                   .heap_offset = static_cast<const std::byte*>(static_cast<const void*>(flag)) -
+                                  ctx.heap_base_of(flag_rank),
+                   .bytes = sizeof(T),
+                   .comparison = c,
+                   .value_kind = kSigned ? ValueKind::kSigned : ValueKind::kUnsigned,
+                   .expected = static_cast<std::uint64_t>(static_cast<Wide>(expected)),
+                   .observed = static_cast<std::uint64_t>(static_cast<Wide>(observed)),
+                   .elapsed_ns = elapsed_ns});
 }
 
 /// Spins until `*flag cmp expected` holds and returns the value that satisfied it; each read is
