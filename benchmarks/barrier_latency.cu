@@ -24,7 +24,8 @@ constexpr int kThreadsPerBlock = 128;
 // ---- correctness first: a barrier must order writes before it with reads after it ----------
 
 /// Every rank writes `round` into its own slot on every rank.
-__device__ void publish_round(const iris::device::Context& ctx, std::uint64_t* slots, std::uint64_t round) {
+__device__ void publish_round(const iris::device::Context& ctx, std::uint64_t* slots,
+                              std::uint64_t round) {
   for (int r = 0; r < ctx.world_size(); ++r) iris::device::store(ctx, slots + ctx.rank(), round, r);
 }
 
@@ -94,7 +95,8 @@ iris::bench::Stats in_kernel(iris::Context& ctx, int blocks, int barriers, int l
     ctx.barrier();
     if (launch == 0) continue;
     std::vector<std::uint64_t> ns(batches);
-    IRIS_CUDA_CHECK(cudaMemcpy(ns.data(), batch_ns, sizeof(std::uint64_t) * batches, cudaMemcpyDeviceToHost));
+    IRIS_CUDA_CHECK(
+        cudaMemcpy(ns.data(), batch_ns, sizeof(std::uint64_t) * batches, cudaMemcpyDeviceToHost));
     for (int b = 1; b < batches; ++b)
       us.push_back(static_cast<double>(ns[b]) / 1e3 / kBarriersPerBatch);
   }
@@ -137,14 +139,16 @@ iris::bench::Stats host_launched(iris::Context& ctx, bool graph, int per_sample,
 
 int main(int argc, char** argv) {
   if (!iris::bench::gpu_visible("barrier_latency")) return 0;
-  const int barriers = std::max(2 * kBarriersPerBatch,
-                                static_cast<int>(iris::bench::number_arg(argc, argv, "--barriers", 10000)) /
-                                    kBarriersPerBatch * kBarriersPerBatch);
+  const int barriers =
+      std::max(2 * kBarriersPerBatch,
+               static_cast<int>(iris::bench::number_arg(argc, argv, "--barriers", 10000)) /
+                   kBarriersPerBatch * kBarriersPerBatch);
   const int launches = static_cast<int>(iris::bench::number_arg(argc, argv, "--launches", 5));
   try {
     auto ctx = iris::Context::from_env();
     const std::vector<int> devices = iris::bench::device_of_each_rank(ctx.bootstrap());
-    const auto ranks_on_my_gpu = static_cast<int>(std::count(devices.begin(), devices.end(), devices[ctx.rank()]));
+    const auto ranks_on_my_gpu =
+        static_cast<int>(std::count(devices.begin(), devices.end(), devices[ctx.rank()]));
     // A grid barrier needs every block of every rank resident at once: ranks that share a GPU
     // share its SMs, one block per SM at most.
     const int grid_blocks = std::max(1, iris::bench::sm_count() / ranks_on_my_gpu);
@@ -154,9 +158,10 @@ int main(int argc, char** argv) {
     constexpr int kCheckRounds = 100;
     auto slots = ctx.zeros<std::uint64_t>(ctx.world_size());
     auto stale = ctx.zeros<unsigned>(1);
-    check_in_kernel<iris::block><<<1, kThreadsPerBlock>>>(ctx.device(), slots.data(), 1, kCheckRounds, stale.data());
-    check_in_kernel<iris::grid><<<grid_blocks, kThreadsPerBlock>>>(ctx.device(), slots.data(),
-                                                                   1 + kCheckRounds, kCheckRounds, stale.data());
+    check_in_kernel<iris::block>
+        <<<1, kThreadsPerBlock>>>(ctx.device(), slots.data(), 1, kCheckRounds, stale.data());
+    check_in_kernel<iris::grid><<<grid_blocks, kThreadsPerBlock>>>(
+        ctx.device(), slots.data(), 1 + kCheckRounds, kCheckRounds, stale.data());
     IRIS_CUDA_CHECK(cudaGetLastError());
     for (std::uint64_t round = 1 + 2 * kCheckRounds; round <= 3 * kCheckRounds; ++round) {
       publish<<<1, 1>>>(ctx.device(), slots.data(), round);
@@ -169,7 +174,9 @@ int main(int argc, char** argv) {
     const double most_stale = iris::bench::slowest_rank(ctx.bootstrap(), stale.to_host()[0]);
     if (most_stale != 0) {
       if (ctx.rank() == 0)
-        std::printf("WRONG: a rank read stale values after a barrier (%.0f slots on the worst rank)\n", most_stale);
+        std::printf(
+            "WRONG: a rank read stale values after a barrier (%.0f slots on the worst rank)\n",
+            most_stale);
       return 1;
     }
 
@@ -182,8 +189,10 @@ int main(int argc, char** argv) {
         {"barrier(block), 1 block", in_kernel<iris::block>(ctx, 1, barriers, launches)},
         {"barrier(grid), " + std::to_string(grid_blocks) + " blocks",
          in_kernel<iris::grid>(ctx, grid_blocks, barriers, launches)},
-        {"ctx.device_barrier, launches", host_launched(ctx, false, kBarriersPerBatch, 2 * launches + 1)},
-        {"ctx.device_barrier, CUDA graph", host_launched(ctx, true, kBarriersPerBatch, 2 * launches + 1)},
+        {"ctx.device_barrier, launches",
+         host_launched(ctx, false, kBarriersPerBatch, 2 * launches + 1)},
+        {"ctx.device_barrier, CUDA graph",
+         host_launched(ctx, true, kBarriersPerBatch, 2 * launches + 1)},
     };
 
     std::vector<iris::bench::Row> rows;
@@ -200,12 +209,14 @@ int main(int argc, char** argv) {
     }
     if (ctx.rank() == 0) {
       const std::string note =
-          "us per barrier: slowest rank's median; min/max over all ranks' samples. Checked first: " +
+          "us per barrier: slowest rank's median; min/max over all ranks' samples. Checked "
+          "first: " +
           std::to_string(3 * kCheckRounds) + " rounds of write-barrier-read, no stale value. " +
           std::to_string(ranks_on_my_gpu) + " rank(s) on rank 0's GPU" +
           (ranks_on_my_gpu > 1 ? " (they share it under MPS; without MPS they time-slice)." : ".");
-      iris::bench::report("cross-rank barrier latency, " + std::to_string(ctx.world_size()) + " ranks",
-                          rows, iris::bench::json_path_from_args(argc, argv), note);
+      iris::bench::report(
+          "cross-rank barrier latency, " + std::to_string(ctx.world_size()) + " ranks", rows,
+          iris::bench::json_path_from_args(argc, argv), note);
     }
     return 0;
   } catch (const iris::Error& error) {

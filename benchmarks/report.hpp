@@ -39,7 +39,9 @@ inline Stats summarize(std::vector<double> samples) {
 /// One row of results: ordered (name, value) pairs, printed as a table and written as JSON.
 class Row {
  public:
-  Row& text(const std::string& key, const std::string& value) { return put(key, '"' + value + '"', value); }
+  Row& text(const std::string& key, const std::string& value) {
+    return put(key, '"' + value + '"', value);
+  }
   Row& number(const std::string& key, double value, const char* format = "%.3f") {
     char shown[64];
     std::snprintf(shown, sizeof(shown), format, value);
@@ -65,7 +67,8 @@ class Row {
 inline std::string device_name() {
   int device = 0;
   cudaDeviceProp prop{};
-  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess)
     return "unknown";
   return prop.name;
 }
@@ -89,7 +92,8 @@ inline void print_table(const std::string& title, const std::vector<Row>& rows,
     width[k] = keys[k].size();
     for (const Row& row : rows) width[k] = std::max(width[k], row.shown(keys[k]).size());
   }
-  for (std::size_t k = 0; k < keys.size(); ++k) std::printf("%*s  ", static_cast<int>(width[k]), keys[k].c_str());
+  for (std::size_t k = 0; k < keys.size(); ++k)
+    std::printf("%*s  ", static_cast<int>(width[k]), keys[k].c_str());
   std::printf("\n");
   for (const Row& row : rows) {
     for (std::size_t k = 0; k < keys.size(); ++k)
@@ -147,8 +151,10 @@ inline bool gpu_visible(const char* program) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) return true;
   cudaGetLastError();  // clear the "no device" status so that nothing reports it later
-  std::printf("%s: no CUDA GPU is visible, so there is nothing to run. Iris needs an NVIDIA GPU "
-              "(Hopper or newer); run this under iris-run on a GPU machine.\n", program);
+  std::printf(
+      "%s: no CUDA GPU is visible, so there is nothing to run. Iris needs an NVIDIA GPU "
+      "(Hopper or newer); run this under iris-run on a GPU machine.\n",
+      program);
   return false;
 }
 
@@ -164,8 +170,8 @@ inline int sm_count() {
 /// one pair of CUDA events and divides, so that calls shorter than an event's resolution (and
 /// than a launch) still measure what a stream of them sustains.
 struct Repeats {
-  int warmup = 3;             ///< untimed calls first: module load, first-touch, clocks
-  int samples = 21;           ///< the median of these is reported
+  int warmup = 3;    ///< untimed calls first: module load, first-touch, clocks
+  int samples = 21;  ///< the median of these is reported
   int calls_per_sample = 1;
 };
 
@@ -204,7 +210,9 @@ double median_ms(cudaStream_t stream, const Repeats& repeats, Enqueue&& enqueue)
 }
 
 /// Decimal gigabytes per second (as NVIDIA's and NCCL's figures are).
-inline double gb_per_s(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+inline double gb_per_s(double bytes, double ms) {
+  return bytes / (ms * 1e-3) / 1e9;
+}
 
 /// Each rank's GPU as a device ordinal of this process (collective; -1 where this process
 /// cannot see that GPU). Ranks may see different ordinals for one GPU, so they swap PCI bus ids.

@@ -50,8 +50,8 @@ __device__ GroupSlot group_slot() {
 /// warp's threads still touch consecutive vectors), four for warps and blocks (the device API
 /// keeps four 16-byte accesses in flight per thread).
 template <class G>
-constexpr std::size_t kElementsPerMember = std::is_same_v<G, iris::thread> ? kFloatsPerVector
-                                                                            : 4 * kFloatsPerVector;
+constexpr std::size_t kElementsPerMember =
+    std::is_same_v<G, iris::thread> ? kFloatsPerVector : 4 * kFloatsPerVector;
 
 enum class Op { kPut, kGet, kCopy };
 
@@ -94,7 +94,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     for (int k = 0; k < kTilesInFlight; ++k) {
       const std::size_t start = (first + k * slot.count) * tile;
       if (start < count)
-        values[k] = iris::device::load<kFloatsPerVector>(group, ctx, src + start, count - start, from);
+        values[k] =
+            iris::device::load<kFloatsPerVector>(group, ctx, src + start, count - start, from);
     }
 #pragma unroll
     for (int k = 0; k < kTilesInFlight; ++k) {
@@ -146,7 +147,10 @@ Variant tile_variant(const iris::Context& ctx, const std::string& op, const std:
   const iris::device::Context device = ctx.device();
   const bool get = kOp == Op::kGet;
   const int self = ctx.rank();
-  return {op, coop, get ? peer : self, get ? self : peer,
+  return {op,
+          coop,
+          get ? peer : self,
+          get ? self : peer,
           reinterpret_cast<const void*>(&move_tiles<kOp, G>),
           [=](std::size_t bytes, std::size_t offset, int blocks, cudaStream_t stream) {
             move_tiles<kOp, G><<<blocks, kThreadsPerBlock, 0, stream>>>(
@@ -158,7 +162,11 @@ template <class G>
 Variant register_variant(const iris::Context& ctx, const std::string& op, const std::string& coop,
                          float* dst, const float* src, int from, int to) {
   const iris::device::Context device = ctx.device();
-  return {op, coop, from, to, reinterpret_cast<const void*>(&move_through_registers<G>),
+  return {op,
+          coop,
+          from,
+          to,
+          reinterpret_cast<const void*>(&move_through_registers<G>),
           [=](std::size_t bytes, std::size_t offset, int blocks, cudaStream_t stream) {
             move_through_registers<G><<<blocks, kThreadsPerBlock, 0, stream>>>(
                 device, dst + offset, src + offset, bytes / sizeof(float), from, to);
@@ -196,7 +204,8 @@ std::vector<Variant> make_variants(const iris::Context& ctx, iris::Buffer<float>
 
   // Baselines, same direction and memory as put.
   float* peer_dst = dst.on(peer);
-  variants.push_back({"plain 16-byte kernel", "-", self, peer, reinterpret_cast<const void*>(&plain_copy),
+  variants.push_back({"plain 16-byte kernel", "-", self, peer,
+                      reinterpret_cast<const void*>(&plain_copy),
                       [=](std::size_t bytes, std::size_t offset, int blocks, cudaStream_t stream) {
                         plain_copy<<<blocks, kThreadsPerBlock, 0, stream>>>(
                             reinterpret_cast<uint4*>(peer_dst + offset),
@@ -207,7 +216,8 @@ std::vector<Variant> make_variants(const iris::Context& ctx, iris::Buffer<float>
     variants.push_back({"cudaMemcpyPeer", "-", self, peer, nullptr,
                         [=](std::size_t bytes, std::size_t offset, int, cudaStream_t stream) {
                           IRIS_CUDA_CHECK(cudaMemcpyPeerAsync(peer_dst + offset, peer_device,
-                                                              s + offset, self_device, bytes, stream));
+                                                              s + offset, self_device, bytes,
+                                                              stream));
                         }});
   }
   // The ceiling the ratios are taken against: a local device-to-device copy on rank 0's GPU.
@@ -263,7 +273,8 @@ class Bench {
         bytes / kVectorBytes, guard_bytes / kVectorBytes, poison, wrong_);
     IRIS_CUDA_CHECK(cudaGetLastError());
     unsigned long long wrong = 0;
-    IRIS_CUDA_CHECK(cudaMemcpyAsync(&wrong, wrong_, sizeof(wrong), cudaMemcpyDeviceToHost, stream_));
+    IRIS_CUDA_CHECK(
+        cudaMemcpyAsync(&wrong, wrong_, sizeof(wrong), cudaMemcpyDeviceToHost, stream_));
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return wrong;
   }
@@ -274,9 +285,11 @@ class Bench {
     iris::bench::Repeats repeats;
     repeats.samples = samples_;
     // Small calls are batched so that a sample lasts well above an event's resolution.
-    repeats.calls_per_sample = static_cast<int>(std::clamp<std::size_t>((256u << 20) / bytes, 1, 100));
+    repeats.calls_per_sample =
+        static_cast<int>(std::clamp<std::size_t>((256u << 20) / bytes, 1, 100));
     return iris::bench::median_ms(stream_, repeats, [&](long call) {
-      v.enqueue(bytes, static_cast<std::size_t>(call) % slots * (bytes / sizeof(float)), blocks, stream_);
+      v.enqueue(bytes, static_cast<std::size_t>(call) % slots * (bytes / sizeof(float)), blocks,
+                stream_);
     });
   }
 
@@ -290,7 +303,8 @@ class Bench {
       return m;
     }
     int occupancy = 0;
-    IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, v.kernel, kThreadsPerBlock, 0));
+    IRIS_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, v.kernel, kThreadsPerBlock, 0));
     // A grid larger than one vector per thread only adds idle blocks.
     const auto useful_blocks = static_cast<int>(
         std::max<std::size_t>(1, bytes / (std::size_t{kVectorBytes} * kThreadsPerBlock)));
@@ -327,7 +341,9 @@ std::string size_label(std::size_t bytes) {
   return std::to_string(bytes >> 10) + "K";
 }
 
-const char* gbps_format(double gbps) { return gbps < 10 ? "%.2f" : gbps < 100 ? "%.1f" : "%.0f"; }
+const char* gbps_format(double gbps) {
+  return gbps < 10 ? "%.2f" : gbps < 100 ? "%.1f" : "%.0f";
+}
 
 }  // namespace
 
@@ -363,7 +379,8 @@ int main(int argc, char** argv) {
     Bench bench(dst, src, samples);
     const std::vector<Variant> variants = make_variants(ctx, dst, src, kPeer, devices);
     // results[variant][size]
-    std::vector<std::vector<Measurement>> results(variants.size(), std::vector<Measurement>(sizes.size()));
+    std::vector<std::vector<Measurement>> results(variants.size(),
+                                                  std::vector<Measurement>(sizes.size()));
     int failures = 0;
     for (std::size_t v = 0; v < variants.size(); ++v) {
       for (std::size_t s = 0; s < sizes.size(); ++s) {
@@ -393,13 +410,13 @@ int main(int argc, char** argv) {
     // Ratios are taken against what a copy engine or the driver does between the same two GPUs:
     // cudaMemcpy D2D when the ranks share a GPU (the issue's target), cudaMemcpyPeer otherwise.
     const auto index_of = [&](const std::string& op) {
-      return static_cast<std::size_t>(
-          std::find_if(variants.begin(), variants.end(), [&](const Variant& v) { return v.op == op; }) -
-          variants.begin());
+      return static_cast<std::size_t>(std::find_if(variants.begin(), variants.end(),
+                                                   [&](const Variant& v) { return v.op == op; }) -
+                                      variants.begin());
     };
-    const std::size_t reference =
-        shared_gpu || index_of("cudaMemcpyPeer") == variants.size() ? index_of(kMemcpyName)
-                                                                    : index_of("cudaMemcpyPeer");
+    const std::size_t reference = shared_gpu || index_of("cudaMemcpyPeer") == variants.size()
+                                      ? index_of(kMemcpyName)
+                                      : index_of("cudaMemcpyPeer");
     const std::string reference_name = variants[reference].op;
     std::vector<iris::bench::Row> gbps_rows, ratio_rows, sweep_rows, json_rows;
     double worst_target_ratio = INFINITY;
@@ -415,7 +432,8 @@ int main(int argc, char** argv) {
           gbps_row.text(size_label(sizes[s]), "n/a");
           ratio_row.text(size_label(sizes[s]), "n/a");
           if (sizes[s] == sweep_bytes)
-            for (const int per_sm : kBlocksPerSmCandidates) sweep_row.text(std::to_string(per_sm) + "/SM", "n/a");
+            for (const int per_sm : kBlocksPerSmCandidates)
+              sweep_row.text(std::to_string(per_sm) + "/SM", "n/a");
           continue;
         }
         const double ratio = m.gbps / results[reference][s].gbps;
@@ -430,8 +448,9 @@ int main(int argc, char** argv) {
                                 .number("ratio", ratio)
                                 .text("ratio_to", reference_name)
                                 .number("blocks", m.blocks, "%.0f"));
-        const bool target_op = variants[v].coop == "block" &&
-                                (variants[v].op == "put" || variants[v].op == "get" || variants[v].op == "copy");
+        const bool target_op =
+            variants[v].coop == "block" &&
+            (variants[v].op == "put" || variants[v].op == "get" || variants[v].op == "copy");
         if (target_op && sizes[s] >= (std::size_t{64} << 20) && ratio < worst_target_ratio) {
           worst_target_ratio = ratio;
           worst_target = variants[v].op + " block at " + size_label(sizes[s]);
@@ -454,7 +473,8 @@ int main(int argc, char** argv) {
 
     const std::string convention =
         "GB/s = payload bytes / time (1e9 B/s): moving N bytes counts N. Median of " +
-        std::to_string(samples) + " samples, best grid of {1,2,3,4} blocks/SM (up to occupancy) x " +
+        std::to_string(samples) +
+        " samples, best grid of {1,2,3,4} blocks/SM (up to occupancy) x " +
         std::to_string(bench.sms()) + " SMs, " + std::to_string(kThreadsPerBlock) +
         " threads/block. put/copy/store/kernel/cudaMemcpyPeer: rank 0 -> rank 1; get/load: rank 1 "
         "-> rank 0.";
@@ -466,13 +486,14 @@ int main(int argc, char** argv) {
                      "450 GB/s per direction).";
     iris::bench::print_table("RMA bandwidth, GB/s, by size", gbps_rows, convention + "\n" + where);
     iris::bench::print_table("ratio to " + reference_name + " of the same size", ratio_rows);
-    iris::bench::print_table("grid-size sweep at " + size_label(sweep_bytes) + ", GB/s by blocks per SM",
-                             sweep_rows);
+    iris::bench::print_table(
+        "grid-size sweep at " + size_label(sweep_bytes) + ", GB/s by blocks per SM", sweep_rows);
     if (!worst_target.empty()) {
-      std::printf("\ntarget (put/get/copy, block cooperation, >= 64 MiB: >= 0.95 of %s): %s "
-                  "(lowest %.3f: %s)\n",
-                  reference_name.c_str(), worst_target_ratio >= 0.95 ? "met" : "MISSED",
-                  worst_target_ratio, worst_target.c_str());
+      std::printf(
+          "\ntarget (put/get/copy, block cooperation, >= 64 MiB: >= 0.95 of %s): %s "
+          "(lowest %.3f: %s)\n",
+          reference_name.c_str(), worst_target_ratio >= 0.95 ? "met" : "MISSED", worst_target_ratio,
+          worst_target.c_str());
     }
     iris::bench::write_json(json_path, "rma_bandwidth", json_rows, convention + " " + where);
     if (failures != 0) {

@@ -76,9 +76,9 @@ struct IrisSignalAdd {
 /// that the payload of round r arrived with the flag of round r.
 struct IrisPutWithSignal {
   Flag* flag;
-  uint4* inbox;       // symmetric: the peer's copy receives
-  uint4* outbox;      // local staging for the payload
-  unsigned* wrong;    // symmetric counter of payloads that did not match their flag
+  uint4* inbox;     // symmetric: the peer's copy receives
+  uint4* outbox;    // local staging for the payload
+  unsigned* wrong;  // symmetric counter of payloads that did not match their flag
   __device__ void send(const iris::device::Context& ctx, Flag round, int peer) const {
     const auto r = static_cast<unsigned>(round);
     *outbox = uint4{r, ~r, r + 1, ~(r + 1)};
@@ -117,8 +117,8 @@ __global__ void ping_pong(const __grid_constant__ iris::device::Context ctx, Pro
 
 struct Result {
   std::string name;
-  std::size_t baseline;  // the raw row this one is compared with (itself for raw rows)
-  bool targeted;         // held to the issue's 15%
+  std::size_t baseline;   // the raw row this one is compared with (itself for raw rows)
+  bool targeted;          // held to the issue's 15%
   iris::bench::Stats us;  // per round trip, over batches
 };
 
@@ -143,7 +143,8 @@ iris::bench::Stats measure(iris::Context& ctx, const Protocol& protocol, int rou
     ctx.barrier();  // both sides done: the flags are at the launch's last round
     if (me != 0 || launch == 0) continue;
     std::vector<std::uint64_t> ns(batches);
-    IRIS_CUDA_CHECK(cudaMemcpy(ns.data(), batch_ns, sizeof(std::uint64_t) * batches, cudaMemcpyDeviceToHost));
+    IRIS_CUDA_CHECK(
+        cudaMemcpy(ns.data(), batch_ns, sizeof(std::uint64_t) * batches, cudaMemcpyDeviceToHost));
     for (int b = 1; b < batches; ++b)  // batch 0 absorbed the start skew
       us_per_round_trip.push_back(static_cast<double>(ns[b]) / 1e3 / kRoundsPerBatch);
   }
@@ -155,9 +156,10 @@ iris::bench::Stats measure(iris::Context& ctx, const Protocol& protocol, int rou
 
 int main(int argc, char** argv) {
   if (!iris::bench::gpu_visible("signal_latency")) return 0;
-  const int rounds = std::max(2 * kRoundsPerBatch,
-                              static_cast<int>(iris::bench::number_arg(argc, argv, "--rounds", 10000)) /
-                                  kRoundsPerBatch * kRoundsPerBatch);
+  const int rounds =
+      std::max(2 * kRoundsPerBatch,
+               static_cast<int>(iris::bench::number_arg(argc, argv, "--rounds", 10000)) /
+                   kRoundsPerBatch * kRoundsPerBatch);
   const int launches = static_cast<int>(iris::bench::number_arg(argc, argv, "--launches", 5));
   try {
     auto ctx = iris::Context::from_env();
@@ -177,9 +179,11 @@ int main(int argc, char** argv) {
     // Each baseline first, then the API forms of the same operation (a set against a store; an
     // add, and a message, against a fetch_add). Braced lists run in order: the same on all ranks.
     const std::vector<Result> results = {
-        {"atomic_ref store / load (raw)", 0, false, measure(ctx, AtomicRefStore{f + 0}, rounds, launches)},
+        {"atomic_ref store / load (raw)", 0, false,
+         measure(ctx, AtomicRefStore{f + 0}, rounds, launches)},
         {"signal_set / wait_until", 0, true, measure(ctx, IrisSignalSet{f + 1}, rounds, launches)},
-        {"atomic_ref fetch_add / load (raw)", 2, false, measure(ctx, AtomicRefAdd{f + 2}, rounds, launches)},
+        {"atomic_ref fetch_add / load (raw)", 2, false,
+         measure(ctx, AtomicRefAdd{f + 2}, rounds, launches)},
         {"signal_add / wait_until", 2, true, measure(ctx, IrisSignalAdd{f + 3}, rounds, launches)},
         {"put 16 B + signal_add / wait_until", 2, false, measure(ctx, message, rounds, launches)},
     };
@@ -200,18 +204,21 @@ int main(int argc, char** argv) {
                          .number("vs_raw", ratio, "%.2f"));
     }
     const bool shared_gpu = devices[0] >= 0 && devices[0] == devices[1];
-    std::string note = std::to_string(rounds) + " round trips per launch, " +
-                       std::to_string(launches) + " launches; statistics over batches of " +
-                       std::to_string(kRoundsPerBatch) + " round trips, per round trip. " +
-                       (shared_gpu ? "Ranks 0 and 1 share one GPU (needs MPS, else they time-slice)."
-                                   : "Ranks 0 and 1 are on different GPUs.");
+    std::string note =
+        std::to_string(rounds) + " round trips per launch, " + std::to_string(launches) +
+        " launches; statistics over batches of " + std::to_string(kRoundsPerBatch) +
+        " round trips, per round trip. " +
+        (shared_gpu ? "Ranks 0 and 1 share one GPU (needs MPS, else they time-slice)."
+                    : "Ranks 0 and 1 are on different GPUs.");
     iris::bench::report("signal round trip, rank 0 <-> rank 1", rows,
                         iris::bench::json_path_from_args(argc, argv), note);
     std::printf("target (signal_set and signal_add within 15%% of raw atomic_ref): %s\n",
                 within_target ? "met" : "MISSED");
     if (results[0].us.median > 50)
-      std::printf("note: %.0f us per round trip means the ranks' kernels do not run at the same "
-                  "time: start the MPS daemon when ranks share a GPU\n", results[0].us.median);
+      std::printf(
+          "note: %.0f us per round trip means the ranks' kernels do not run at the same "
+          "time: start the MPS daemon when ranks share a GPU\n",
+          results[0].us.median);
     if (mismatched != 0) {
       std::printf("WRONG: %u messages arrived without their payload\n", mismatched);
       return 1;

@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "iris/iris.hpp"
 #include "../../benchmarks/report.hpp"
+#include "iris/iris.hpp"
 
 namespace {
 

@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "iris/iris.hpp"
 #include "../../benchmarks/report.hpp"
+#include "iris/iris.hpp"
 
 namespace {
 
@@ -47,7 +47,7 @@ int main() {
 
     auto exchange = [&] {
       push_and_pull<<<2 * iris::bench::sm_count(), 512>>>(ctx.device(), inbox.data(), pulled.data(),
-                                                         data.data(), kCount);
+                                                          data.data(), kCount);
     };
     exchange();
     IRIS_CUDA_CHECK(cudaGetLastError());

@@ -13,13 +13,13 @@
 #include <cstdio>
 #include <vector>
 
-#include "iris/iris.hpp"
 #include "../../benchmarks/report.hpp"
+#include "iris/iris.hpp"
 
 namespace {
 
-__global__ void gather_by_loads(const __grid_constant__ iris::device::Context ctx,
-                                int4* gathered, const int4* data, std::size_t vectors_per_rank) {
+__global__ void gather_by_loads(const __grid_constant__ iris::device::Context ctx, int4* gathered,
+                                const int4* data, std::size_t vectors_per_rank) {
   for (int k = 0; k < ctx.world_size(); ++k) {
     const int from = (ctx.rank() + k) % ctx.world_size();
     int4* slice = gathered + from * vectors_per_rank;
@@ -54,14 +54,16 @@ int main() {
       for (std::size_t i = 0; i < kCount; ++i)
         wrong += got[r * kCount + i] != static_cast<int>((r << 24) + i);
     if (wrong != 0) {
-      std::printf("rank %d: %zu of %zu gathered values are WRONG\n", ctx.rank(), wrong, world * kCount);
+      std::printf("rank %d: %zu of %zu gathered values are WRONG\n", ctx.rank(), wrong,
+                  world * kCount);
       return 1;
     }
 
     ctx.barrier();
     const double ms = iris::bench::median_ms(nullptr, {}, [&](long) { gather(); });
     std::printf("rank %d: gathered %zu x %zu MiB, all correct: %.0f GB/s\n", ctx.rank(), world,
-                kCount * sizeof(int) >> 20, iris::bench::gb_per_s(world * kCount * sizeof(int), ms));
+                kCount * sizeof(int) >> 20,
+                iris::bench::gb_per_s(world * kCount * sizeof(int), ms));
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "04_all_load: %s\n", error.what());

@@ -13,13 +13,13 @@
 #include <cstdio>
 #include <vector>
 
-#include "iris/iris.hpp"
 #include "../../benchmarks/report.hpp"
+#include "iris/iris.hpp"
 
 namespace {
 
-__global__ void scatter_by_stores(const __grid_constant__ iris::device::Context ctx,
-                                  int4* gathered, const int4* data, std::size_t vectors_per_rank) {
+__global__ void scatter_by_stores(const __grid_constant__ iris::device::Context ctx, int4* gathered,
+                                  const int4* data, std::size_t vectors_per_rank) {
   int4* my_slice = gathered + ctx.rank() * vectors_per_rank;  // the same slice on every rank
   for (int k = 0; k < ctx.world_size(); ++k) {
     const int to = (ctx.rank() + k) % ctx.world_size();
@@ -55,7 +55,8 @@ int main() {
       for (std::size_t i = 0; i < kCount; ++i)
         wrong += got[r * kCount + i] != static_cast<int>((r << 24) + i);
     if (wrong != 0) {
-      std::printf("rank %d: %zu of %zu received values are WRONG\n", ctx.rank(), wrong, world * kCount);
+      std::printf("rank %d: %zu of %zu received values are WRONG\n", ctx.rank(), wrong,
+                  world * kCount);
       return 1;
     }
 

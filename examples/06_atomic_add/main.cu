@@ -18,14 +18,15 @@
 #include <cstdio>
 #include <vector>
 
-#include "iris/iris.hpp"
 #include "../../benchmarks/report.hpp"
+#include "iris/iris.hpp"
 
 namespace {
 
 using Count = std::uint64_t;
 
-__global__ void count_everywhere(const __grid_constant__ iris::device::Context ctx, Count* counter) {
+__global__ void count_everywhere(const __grid_constant__ iris::device::Context ctx,
+                                 Count* counter) {
   for (int k = 0; k < ctx.world_size(); ++k) {
     const int to = (ctx.rank() + k) % ctx.world_size();  // spread the ranks over the counters
     iris::device::atomic_add_nofetch(ctx, counter, Count{1}, to, iris::relaxed);
@@ -34,7 +35,8 @@ __global__ void count_everywhere(const __grid_constant__ iris::device::Context c
 
 __global__ void take_tickets(const __grid_constant__ iris::device::Context ctx, Count* next_ticket,
                              Count* tickets, int count) {
-  for (int i = 0; i < count; ++i) tickets[i] = iris::device::atomic_add(ctx, next_ticket, Count{1}, 0);
+  for (int i = 0; i < count; ++i)
+    tickets[i] = iris::device::atomic_add(ctx, next_ticket, Count{1}, 0);
 }
 
 }  // namespace
@@ -56,7 +58,8 @@ int main() {
     const Count expected = Count(world) * blocks * kThreads;
     if (const Count total = counter.to_host()[0]; total != expected) {
       std::printf("rank %d: counter holds %llu, expected %llu: WRONG\n", ctx.rank(),
-                  static_cast<unsigned long long>(total), static_cast<unsigned long long>(expected));
+                  static_cast<unsigned long long>(total),
+                  static_cast<unsigned long long>(expected));
       return 1;
     }
     ctx.barrier();
@@ -66,7 +69,9 @@ int main() {
     constexpr int kTickets = 10000;
     auto next_ticket = ctx.zeros<Count>(1);  // only rank 0's copy is used
     auto tickets = ctx.zeros<Count>(kTickets);
-    auto take = [&] { take_tickets<<<1, 1>>>(ctx.device(), next_ticket.data(), tickets.data(), kTickets); };
+    auto take = [&] {
+      take_tickets<<<1, 1>>>(ctx.device(), next_ticket.data(), tickets.data(), kTickets);
+    };
     take();
     IRIS_CUDA_CHECK(cudaGetLastError());
     const std::vector<Count> mine = tickets.to_host();
@@ -86,10 +91,11 @@ int main() {
     few.samples = 5;
     const double ticket_ms = iris::bench::median_ms(nullptr, few, [&](long) { take(); });
 
-    std::printf("rank %d: counts and %d tickets correct; %.2f G adds/s from this rank, "
-                "%.2f us per ticket (%d ranks contending)\n",
-                ctx.rank(), kTickets, Count(world) * blocks * kThreads / (count_ms * 1e-3) / 1e9,
-                ticket_ms * 1e3 / kTickets, world);
+    std::printf(
+        "rank %d: counts and %d tickets correct; %.2f G adds/s from this rank, "
+        "%.2f us per ticket (%d ranks contending)\n",
+        ctx.rank(), kTickets, Count(world) * blocks * kThreads / (count_ms * 1e-3) / 1e9,
+        ticket_ms * 1e3 / kTickets, world);
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "06_atomic_add: %s\n", error.what());

@@ -16,8 +16,8 @@
 //   iris-run -n 4 ./example_07_atomic_xchg
 #include <cstdio>
 
-#include "iris/iris.hpp"
 #include "../../benchmarks/report.hpp"
+#include "iris/iris.hpp"
 
 namespace {
 
@@ -43,7 +43,9 @@ int main() {
     constexpr int kRounds = 2000;
     auto lock = ctx.zeros<unsigned>(1);
     auto counter = ctx.zeros<unsigned>(1);
-    auto run = [&] { increment_under_lock<<<1, 1>>>(ctx.device(), lock.data(), counter.data(), kRounds); };
+    auto run = [&] {
+      increment_under_lock<<<1, 1>>>(ctx.device(), lock.data(), counter.data(), kRounds);
+    };
 
     run();
     IRIS_CUDA_CHECK(cudaGetLastError());
@@ -55,8 +57,8 @@ int main() {
                     ctx.rank(), total, expected);
         return 1;
       }
-      std::printf("rank %d: counter holds %u = %d ranks x %d rounds: correct\n", ctx.rank(), expected,
-                  ctx.world_size(), kRounds);
+      std::printf("rank %d: counter holds %u = %d ranks x %d rounds: correct\n", ctx.rank(),
+                  expected, ctx.world_size(), kRounds);
     }
 
     ctx.barrier();

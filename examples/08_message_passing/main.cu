@@ -24,16 +24,16 @@
 #include <cstdio>
 #include <vector>
 
-#include "iris/iris.hpp"
 #include "../../benchmarks/report.hpp"
+#include "iris/iris.hpp"
 
 namespace {
 
 using Flag = std::uint64_t;
-constexpr int kChannels = 32;                // block pairs, each with its own ring of slots
-constexpr int kSlots = 4;                    // messages in flight per channel
-constexpr int kMessages = 128;               // per channel and run
-constexpr std::size_t kTile = 16384;         // ints per message: 64 KiB
+constexpr int kChannels = 32;         // block pairs, each with its own ring of slots
+constexpr int kSlots = 4;             // messages in flight per channel
+constexpr int kMessages = 128;        // per channel and run
+constexpr std::size_t kTile = 16384;  // ints per message: 64 KiB
 constexpr int kThreads = 256;
 constexpr std::size_t kStream = std::size_t{kChannels} * kMessages * kTile;  // ints per run
 
@@ -45,16 +45,19 @@ struct Channels {
 };
 
 /// Message m of a run is the slot's (first_use + m / kSlots)-th use since the program started.
-__device__ Flag use_of(Flag first_use, int m) { return first_use + m / kSlots; }
+__device__ Flag use_of(Flag first_use, int m) {
+  return first_use + m / kSlots;
+}
 
 __global__ void __launch_bounds__(kThreads)
-    produce(const __grid_constant__ iris::device::Context ctx, Channels channels,
-            const int* source, int consumer, Flag first_use) {
+    produce(const __grid_constant__ iris::device::Context ctx, Channels channels, const int* source,
+            int consumer, Flag first_use) {
   const std::size_t c = blockIdx.x;
   for (int m = 0; m < kMessages; ++m) {
     const std::size_t slot = c * kSlots + m % kSlots;
     // The consumer has emptied this slot as often as it was filled before: it is free.
-    iris::device::wait_until(iris::block{}, ctx, channels.freed + slot, iris::cmp::ge, use_of(first_use, m));
+    iris::device::wait_until(iris::block{}, ctx, channels.freed + slot, iris::cmp::ge,
+                             use_of(first_use, m));
     iris::device::put(iris::block{}, ctx, channels.inbox + slot * kTile,
                       source + (c * kMessages + m) * kTile, kTile, consumer,
                       iris::signal_add{channels.ready + slot, Flag{1}});
@@ -102,9 +105,11 @@ int main() {
       if (!paired) return;
       const Flag first_use = static_cast<Flag>(run_index) * (kMessages / kSlots);
       if (producer) {
-        produce<<<kChannels, kThreads, 0, stream>>>(ctx.device(), channels, source.data(), partner, first_use);
+        produce<<<kChannels, kThreads, 0, stream>>>(ctx.device(), channels, source.data(), partner,
+                                                    first_use);
       } else {
-        consume<<<kChannels, kThreads, 0, stream>>>(ctx.device(), channels, received.data(), partner, first_use);
+        consume<<<kChannels, kThreads, 0, stream>>>(ctx.device(), channels, received.data(),
+                                                    partner, first_use);
       }
     };
 
@@ -127,11 +132,12 @@ int main() {
     if (!paired) {
       std::printf("rank %d: no partner (odd number of ranks), sat out\n", ctx.rank());
     } else if (!producer) {
-      std::printf("rank %d: received %zu MiB from rank %d as %d messages of %zu KiB (%d slots x %d "
-                  "channels), all correct: %.0f GB/s\n",
-                  ctx.rank(), kStream * sizeof(int) >> 20, partner, kChannels * kMessages,
-                  kTile * sizeof(int) >> 10, kSlots, kChannels,
-                  iris::bench::gb_per_s(kStream * sizeof(int), ms));
+      std::printf(
+          "rank %d: received %zu MiB from rank %d as %d messages of %zu KiB (%d slots x %d "
+          "channels), all correct: %.0f GB/s\n",
+          ctx.rank(), kStream * sizeof(int) >> 20, partner, kChannels * kMessages,
+          kTile * sizeof(int) >> 10, kSlots, kChannels,
+          iris::bench::gb_per_s(kStream * sizeof(int), ms));
     }
     return 0;
   } catch (const iris::Error& error) {
