@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "../../benchmarks/report.hpp"
+#include "report.hpp"
 #include "iris/iris.hpp"
 
 namespace {

@@ -16,7 +16,7 @@
 //   iris-run -n 4 ./example_07_atomic_xchg
 #include <cstdio>
 
-#include "../../benchmarks/report.hpp"
+#include "report.hpp"
 #include "iris/iris.hpp"
 
 namespace {

@@ -20,6 +20,12 @@ namespace iris::device {
 
 namespace detail {
 struct ErrorMailbox;  // where a timed-out device wait leaves its report (host-pinned memory)
+
+/// U with the const and volatile qualifiers of T.
+template <class T, class U>
+using same_cv_t = std::conditional_t<
+    std::is_volatile_v<T>, std::conditional_t<std::is_const_v<T>, const volatile U, volatile U>,
+    std::conditional_t<std::is_const_v<T>, const U, U>>;
 }
 
 class Context {
@@ -80,11 +86,12 @@ class Context {
   /// check both (see iris/device/debug.hpp).
   template <class T>
   IRIS_HOST_DEVICE T* translate(T* ptr, int to) const {
-    // Integer arithmetic keeps every cv-qualifier of T (flags are often volatile).
-    const auto p = reinterpret_cast<std::uintptr_t>(ptr);
-    if (is_flat()) return reinterpret_cast<T*>(p + static_cast<std::ptrdiff_t>(to - rank_) * stride_);
-    return reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(peer_bases_[to]) +
-                                (p - reinterpret_cast<std::uintptr_t>(heap_base_)));
+    // Byte-pointer arithmetic (not integers) keeps the global address space visible to the
+    // compiler, so accesses through the result stay LDG/STG; Byte carries T's cv-qualifiers.
+    using Byte = detail::same_cv_t<T, std::byte>;
+    const std::ptrdiff_t delta = is_flat() ? static_cast<std::ptrdiff_t>(to - rank_) * stride_
+                                           : peer_bases_[to] - heap_base_;
+    return reinterpret_cast<T*>(reinterpret_cast<Byte*>(ptr) + delta);
   }
 
   /// The object at heap offset `offset` on rank `to`.
