@@ -1,14 +1,12 @@
 // The device API on one rank: the compile-time rules for tags and groups, exact results of
-// fetching atomics, waits that hold at once, barriers at world size 1, and the reports of every
-// kind of device failure (each in a child process: the trap that reports ends the CUDA context).
+// fetching atomics, waits that hold at once, barriers at world size 1. The reports of device
+// failures are in device_reports_test.cu.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -153,94 +151,6 @@ TEST(DeviceApi, BarriersOfASingleRank) {
   ctx.device_barrier();
   ctx.barrier();
   EXPECT_EQ(counter.to_host()[0], 8 * 50);
-}
-
-// ---- reports of device failures, each in its own process -----------------------------------
-
-enum class Failure { kTimeout, kBadRank, kOutsideHeap, kShapeMismatch, kTooManyBlocks };
-
-__global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure failure,
-                     std::uint32_t* flag, float* heap_floats, float* outside) {
-  namespace d = iris::device;
-  switch (failure) {
-    case Failure::kTimeout:
-      d::wait_until(ctx, flag, iris::cmp::eq, 3u);
-      break;
-    case Failure::kBadRank:
-      d::atomic_add(ctx, flag, 1u, 1);
-      break;
-    case Failure::kOutsideHeap:
-      d::get(iris::block{}, ctx, heap_floats, outside, 64, 0);
-      break;
-    case Failure::kShapeMismatch:
-      d::put(iris::warp{}, ctx, d::tile_view<float>(heap_floats, 4, 8, 8),
-             d::tile_view<const float>(heap_floats + 64, 4, 7, 7), 0);
-      break;
-    case Failure::kTooManyBlocks:
-      d::barrier(iris::block{}, ctx);
-      break;
-  }
-}
-
-/// Runs in the death-test child: a fresh single-rank Context with debug checks and a short
-/// timeout, the failing kernel, then the host's report on stderr and exit code 3.
-[[noreturn]] void report_failure(Failure failure) {
-  iris::ContextOptions options;
-  options.heap_size = std::size_t{64} << 20;
-  options.debug_checks = true;
-  options.wait_timeout = std::chrono::milliseconds(200);
-  auto* ctx = new iris::Context(iris::Context::from_env(options));  // the trap ends its device
-  auto* flag = static_cast<std::uint32_t*>(ctx->allocate_bytes(256));
-  auto* floats = static_cast<float*>(ctx->allocate_bytes(1024));
-  float* outside = nullptr;
-  if (cudaMemset(flag, 0, 256) != cudaSuccess || cudaMalloc(&outside, 1024) != cudaSuccess)
-    std::_Exit(1);
-  const unsigned blocks = failure == Failure::kTooManyBlocks ? 513 : 1;
-  fail<<<blocks, 32>>>(ctx->device(), failure, flag, floats, outside);
-  cudaDeviceSynchronize();
-  try {
-    ctx->check_device_errors();
-  } catch (const iris::Error& error) {
-    std::fprintf(stderr, "%s|%s\n",
-                 error.code() == iris::Errc::kDeviceTimeout ? "timeout" : "misuse",
-                 error.message().c_str());
-    std::_Exit(3);
-  }
-  std::_Exit(2);
-}
-
-void expect_report(Failure failure, const std::string& pattern) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(report_failure(failure), testing::ExitedWithCode(3), pattern);
-}
-
-TEST(DeviceApiReports, WaitTimeoutNamesTheFlagAndTheValues) {
-  expect_report(Failure::kTimeout,
-                "timeout\\|rank 0: wait_until\\(heap offset 0x[0-9a-f]+ on rank 0, eq 3\\) "
-                "timed out after [0-9.]+ ms, observed 0 \\(block 0, thread 0\\)");
-}
-
-TEST(DeviceApiReports, RankOutsideTheWorld) {
-  expect_report(Failure::kBadRank,
-                "misuse\\|rank 0: atomic_add: rank 1 is not in the world of 1 ranks \\(block 0, "
-                "thread 0\\)");
-}
-
-TEST(DeviceApiReports, PointerOutsideTheHeap) {
-  expect_report(Failure::kOutsideHeap,
-                "misuse\\|rank 0: get: 256 bytes at heap offset -?0x[0-9a-f]+ on rank 0 are not "
-                "inside the heap of 0x[0-9a-f]+ bytes");
-}
-
-TEST(DeviceApiReports, TilesOfDifferentShapes) {
-  expect_report(Failure::kShapeMismatch,
-                "misuse\\|rank 0: put: the destination tile is 4 x 8, the source tile 4 x 7");
-}
-
-TEST(DeviceApiReports, BlockBarrierPastItsChannels) {
-  expect_report(Failure::kTooManyBlocks,
-                "misuse\\|rank 0: barrier\\(block\\): block 512 is past the 512 blocks it "
-                "supports");
 }
 
 }  // namespace

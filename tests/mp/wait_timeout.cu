@@ -1,7 +1,8 @@
-// A bounded wait that nobody satisfies: every rank waits for a flag that no one raises, with a
-// short timeout, and the host must throw iris::Error(kDeviceTimeout) with the report. The trap
-// that ends the kernel also ends the process's CUDA context, so this is its own executable, and
-// the Context is deliberately never destroyed (its collective teardown needs a working device).
+// A bounded wait that nobody satisfies: the last rank waits for a flag that no one raises, with
+// a short timeout, and its host must throw iris::Error(kDeviceTimeout) with the report. The trap
+// that ends the kernel also ends the process's CUDA context (and, under MPS, those of the other
+// ranks on the GPU), so only one rank traps, this is its own executable, and the Context is
+// deliberately never destroyed (its collective teardown needs a working device).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -27,6 +28,7 @@ TEST(WaitTimeout, ReportsRankOffsetConditionAndObservedValue) {
   auto* flag = static_cast<std::uint64_t*>(ctx->allocate_bytes(sizeof(std::uint64_t)));
   ASSERT_EQ(cudaMemset(flag, 0, sizeof(std::uint64_t)), cudaSuccess);
   ctx->barrier();
+  if (ctx->rank() != ctx->world_size() - 1) return;  // the others are done
 
   wait_for_nobody<<<1, 1>>>(ctx->device(), flag);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);

@@ -1,0 +1,143 @@
+// What the host hears when a kernel fails: a bounded wait that times out, and each debug-check
+// violation, reported as iris::Error with the rank, the operation and the numbers.
+//
+// A report ends with a trap, which ends the CUDA context of the process, and under MPS that of
+// every process on the GPU; the MPS server then takes no new process until they have all exited.
+// So each failure runs in a fresh child process (this binary again, told which failure by
+// IRIS_TEST_FAILURE), this parent never makes a CUDA context of its own, and a child that finds
+// the MPS server still recovering from the previous one is started again.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "iris/iris.hpp"
+
+namespace {
+
+enum class Failure { kTimeout, kBadRank, kOutsideHeap, kShapeMismatch, kTooManyBlocks };
+
+constexpr const char* kFailureVariable = "IRIS_TEST_FAILURE";
+
+__global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure failure,
+                     std::uint32_t* flag, float* heap_floats, float* outside) {
+  namespace d = iris::device;
+  switch (failure) {
+    case Failure::kTimeout:
+      d::wait_until(ctx, flag, iris::cmp::eq, 3u);
+      break;
+    case Failure::kBadRank:
+      d::atomic_add(ctx, flag, 1u, 1);
+      break;
+    case Failure::kOutsideHeap:
+      d::get(iris::block{}, ctx, heap_floats, outside, 64, 0);
+      break;
+    case Failure::kShapeMismatch:
+      d::put(iris::warp{}, ctx, d::tile_view<float>(heap_floats, 4, 8, 8),
+             d::tile_view<const float>(heap_floats + 64, 4, 7, 7), 0);
+      break;
+    case Failure::kTooManyBlocks:
+      d::barrier(iris::block{}, ctx);
+      break;
+  }
+}
+
+/// The child: a single-rank Context with debug checks and a short timeout, the failing kernel,
+/// then "<timeout|misuse>|<message>" on stdout and exit code 3.
+[[noreturn]] void report_failure(Failure failure) {
+  iris::ContextOptions options;
+  options.heap_size = std::size_t{64} << 20;
+  options.debug_checks = true;
+  options.wait_timeout = std::chrono::milliseconds(200);
+  auto* ctx = new iris::Context(iris::Context::from_env(options));  // its device ends here
+  auto* flag = static_cast<std::uint32_t*>(ctx->allocate_bytes(256));
+  auto* floats = static_cast<float*>(ctx->allocate_bytes(1024));
+  float* outside = nullptr;
+  if (cudaMemset(flag, 0, 256) != cudaSuccess || cudaMalloc(&outside, 1024) != cudaSuccess)
+    std::_Exit(1);
+  const unsigned blocks = failure == Failure::kTooManyBlocks ? 513 : 1;
+  fail<<<blocks, 32>>>(ctx->device(), failure, flag, floats, outside);
+  cudaDeviceSynchronize();
+  try {
+    ctx->check_device_errors();
+  } catch (const iris::Error& error) {
+    std::printf("%s|%s\n", error.code() == iris::Errc::kDeviceTimeout ? "timeout" : "misuse",
+                error.message().c_str());
+    std::fflush(stdout);
+    std::_Exit(3);
+  }
+  std::_Exit(2);
+}
+
+TEST(ReportChild, Run) {
+  const char* which = std::getenv(kFailureVariable);
+  if (which == nullptr) GTEST_SKIP() << "runs only as the child of a DeviceReports test";
+  try {
+    report_failure(static_cast<Failure>(std::atoi(which)));
+  } catch (const std::exception& error) {  // e.g. no GPU for this process
+    std::printf("child failed: %s\n", error.what());
+    std::_Exit(1);
+  }
+}
+
+/// Runs the child for `failure` and returns what it printed, starting it again (up to a minute)
+/// while the MPS server is still recovering from the previous child's trap.
+std::string run_child(Failure failure) {
+  char self[4096] = {};
+  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return "cannot find this binary";
+  const std::string command = std::string(kFailureVariable) + "=" +
+                              std::to_string(static_cast<int>(failure)) + " '" + self +
+                              "' --gtest_filter=ReportChild.Run 2>&1";
+  std::string output;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  do {
+    output.clear();
+    FILE* child = popen(command.c_str(), "r");
+    if (child == nullptr) return "popen failed";
+    char buffer[512];
+    while (std::fgets(buffer, sizeof(buffer), child) != nullptr) output += buffer;
+    pclose(child);
+    if (output.find("MPS server is not ready") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return output;
+}
+
+TEST(DeviceReports, WaitTimeoutNamesTheFlagAndTheValues) {
+  EXPECT_THAT(run_child(Failure::kTimeout),
+              testing::ContainsRegex(
+                  "timeout\\|rank 0: wait_until\\(heap offset 0x[0-9a-f]+ on rank 0, eq 3\\) "
+                  "timed out after [0-9.]+ ms, observed 0 \\(block 0, thread 0\\)"));
+}
+
+TEST(DeviceReports, RankOutsideTheWorld) {
+  EXPECT_THAT(run_child(Failure::kBadRank),
+              testing::ContainsRegex("misuse\\|rank 0: atomic_add: rank 1 is not in the world "
+                                     "of 1 ranks \\(block 0, thread 0\\)"));
+}
+
+TEST(DeviceReports, PointerOutsideTheHeap) {
+  EXPECT_THAT(run_child(Failure::kOutsideHeap),
+              testing::ContainsRegex("misuse\\|rank 0: get: 256 bytes at heap offset -?0x[0-9a-f]+ "
+                                     "on rank 0 are not inside the heap of 0x[0-9a-f]+ bytes"));
+}
+
+TEST(DeviceReports, TilesOfDifferentShapes) {
+  EXPECT_THAT(run_child(Failure::kShapeMismatch),
+              testing::ContainsRegex("misuse\\|rank 0: put: the destination tile is 4 x 8, the "
+                                     "source tile 4 x 7"));
+}
+
+TEST(DeviceReports, BlockBarrierPastItsChannels) {
+  EXPECT_THAT(run_child(Failure::kTooManyBlocks),
+              testing::ContainsRegex("misuse\\|rank 0: barrier\\(block\\): block 512 is past the "
+                                     "512 blocks it supports"));
+}
+
+}  // namespace
