@@ -33,19 +33,22 @@ tests_rc=$?
 grep -E "tests passed|tests failed|\*\*\*Failed|Failed|Timeout|Skipped|Not Run" "$out/tests.log" | tail -n 40
 
 [ "${IRIS_GPU_CHECK_BENCH:-1}" = 0 ] && { build/tools/iris-run -n 4 --timeout 60 -- build/examples/example_00_hello; exit $tests_rc; }
+
+# Runs one benchmark under iris-run and refreshes json.tar at once, so that results survive a
+# later time-out (and stay one file however many benchmarks there are).
+bench() {
+  local n=$1 name=$2; shift 2
+  echo "== $name -n $n"
+  build/tools/iris-run -n "$n" --timeout 240 -- "build/benchmarks/$name" --json "$out/json/${name#bench_}_n$n.json" "$@" ||
+    echo "FAILED: $name -n $n (exit $?)"
+  tar -C "$out" -cf "$out/json.tar" json
+}
 {
   echo "== demo"; build/tools/iris-run -n 4 --timeout 60 -- build/examples/example_00_hello
-  echo "== heap set-up"; build/tools/iris-run -n 8 --timeout 300 -- build/benchmarks/bench_heap_setup --heap-gib 1 --json "$out/json/heap_setup.json"
-  # Barrier latency depends on the world size; the other benchmarks measure rank 0 <-> rank 1.
-  for bench in build/benchmarks/bench_*; do
-    name=$(basename "$bench"); [ "$name" = bench_heap_setup ] && continue
-    sizes=2; [ "$name" = bench_barrier_latency ] && sizes="2 4 8"
-    for n in $sizes; do
-      echo "== $name -n $n"
-      build/tools/iris-run -n "$n" --timeout 300 -- "$bench" --json "$out/json/${name#bench_}_n$n.json" ||
-        echo "FAILED: $name -n $n (exit $?)"
-    done
-  done
+  bench 8 bench_heap_setup --heap-gib 1
+  bench 2 bench_rma_bandwidth
+  bench 2 bench_signal_latency
+  for n in 2 4 8; do bench "$n" bench_barrier_latency; done
   # The numbered examples check their results (non-zero exit when wrong) and print a speed.
   for example in build/examples/example_0[1-9]_*; do
     for n in 2 4; do
@@ -54,6 +57,11 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Failed|Timeout|Skipped|Not Run" 
     done
   done
 } >"$out/bench.log" 2>&1
-tail -n 80 "$out/bench.log"
-tar -C "$out" -cf "$out/json.tar" json && rm -rf "$out/json"
+grep -E "target|FAILED|ratio" "$out/bench.log" | head -n 40
+# One pass of the memory checkers over the single-process device API test.
+for tool in memcheck racecheck; do
+  timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 build/tests/gpu_device_api_test \
+    >"$out/sanitizer-$tool.log" 2>&1
+  echo "compute-sanitizer $tool: exit $? ($(tail -n 1 "$out/sanitizer-$tool.log"))"
+done
 exit $tests_rc
