@@ -7,7 +7,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:-gpu-results}")
 filter=${2:-}
-mkdir -p "$out/json"
+json_dir=$(mktemp -d)  # results are tarred into $out/json.tar: one file back, however many
+mkdir -p "$out"
 export IRIS_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
 
@@ -39,9 +40,9 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Failed|Timeout|Skipped|Not Run" 
 bench() {
   local n=$1 name=$2; shift 2
   echo "== $name -n $n"
-  build/tools/iris-run -n "$n" --timeout 240 -- "build/benchmarks/$name" --json "$out/json/${name#bench_}_n$n.json" "$@" ||
+  build/tools/iris-run -n "$n" --timeout 240 -- "build/benchmarks/$name" --json "$json_dir/${name#bench_}_n$n.json" "$@" ||
     echo "FAILED: $name -n $n (exit $?)"
-  tar -C "$out" -cf "$out/json.tar" json
+  tar -C "$json_dir" -cf "$out/json.tar" .
 }
 {
   echo "== demo"; build/tools/iris-run -n 4 --timeout 60 -- build/examples/example_00_hello
