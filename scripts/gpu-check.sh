@@ -53,8 +53,8 @@ bench() {
   # The numbered examples check their results (non-zero exit when wrong) and print a speed.
   for example in build/examples/example_0[1-9]_*; do
     for n in 2 4; do
-      echo "== $(basename "$example") -n $n"
-      build/tools/iris-run -n "$n" --timeout 120 -- "$example" || echo "FAILED: $(basename "$example") -n $n (exit $?)"
+      echo "== ${example##*/} -n $n"
+      build/tools/iris-run -n "$n" --timeout 120 -- "$example" || echo "FAILED: ${example##*/} -n $n (exit $?)"
     done
   done
 } >"$out/bench.log" 2>&1

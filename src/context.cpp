@@ -197,16 +197,17 @@ void release_symmetric(ContextState& state, std::size_t offset) noexcept {
   }
 }
 
+// Like a tensor's .cpu(): the copy sees every kernel this rank queued before it, on any stream,
+// and a kernel still in flight never races with an overwrite from the host.
 void copy_to_host(ContextState& state, void* host, const void* device, std::size_t bytes) {
-  state.make_current();
-  IRIS_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, state.stream));
-  IRIS_CUDA_CHECK(cudaStreamSynchronize(state.stream));
+  state.synchronize_device();
+  IRIS_CUDA_CHECK(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
 }
 
 void copy_from_host(ContextState& state, void* device, const void* host, std::size_t bytes) {
-  state.make_current();
-  IRIS_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, state.stream));
-  IRIS_CUDA_CHECK(cudaStreamSynchronize(state.stream));
+  state.synchronize_device();
+  IRIS_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+  IRIS_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 std::byte* heap_base_of(const ContextState& state, int rank) {

@@ -18,7 +18,8 @@ namespace detail {
 class ContextState;
 /// Returns the allocation at `offset` to the heap of `state` (collective, like the allocation).
 void release_symmetric(ContextState& state, std::size_t offset) noexcept;
-/// Copies `bytes` bytes between host and device memory (synchronously, on the context's stream).
+/// Copies `bytes` bytes between host and device memory, after all work queued on this rank's
+/// device (any stream) has finished; returns when the copy is done.
 void copy_to_host(ContextState& state, void* host, const void* device, std::size_t bytes);
 void copy_from_host(ContextState& state, void* device, const void* host, std::size_t bytes);
 /// Base of rank `rank`'s heap as this process sees it.
@@ -77,7 +78,8 @@ class Buffer {
   std::size_t offset() const { return detail::heap_offset_of(*state_, data_); }
   explicit operator bool() const noexcept { return data_ != nullptr; }
 
-  /// This rank's elements, row by row without padding (rows * cols values).
+  /// This rank's elements, row by row without padding (rows * cols values). Waits first for all
+  /// work queued on this rank's device, on any stream (it does not wait for other ranks).
   std::vector<T> to_host() const {
     std::vector<T> out(size());
     for (std::size_t r = 0; r < shape_.rows; ++r)
@@ -85,7 +87,8 @@ class Buffer {
                            shape_.cols * sizeof(T));
     return out;
   }
-  /// Overwrites this rank's elements from `values` (rows * cols values, row by row).
+  /// Overwrites this rank's elements from `values` (rows * cols values, row by row), after all
+  /// work queued on this rank's device has finished.
   void copy_from_host(const std::vector<T>& values) {
     if (values.size() != size()) detail::throw_size_mismatch("Buffer::copy_from_host", values.size(), size());
     for (std::size_t r = 0; r < shape_.rows; ++r)

@@ -38,8 +38,11 @@ using unit_t = cuda::std::conditional_t<
             cuda::std::conditional_t<Bytes == 2, std::uint16_t, std::uint8_t>>>>;
 
 /// Independent 16-byte accesses each thread keeps in flight: enough to cover NVLink latency
-/// without spilling.
-inline constexpr int kUnitsInFlight = 4;
+/// without spilling. IRIS_RMA_UNITS_IN_FLIGHT overrides it (for tuning measurements).
+#ifndef IRIS_RMA_UNITS_IN_FLIGHT
+#define IRIS_RMA_UNITS_IN_FLIGHT 4
+#endif
+inline constexpr int kUnitsInFlight = IRIS_RMA_UNITS_IN_FLIGHT;
 
 /// The team moves `units` units of `Bytes` bytes; member r takes units r, r + size, ...
 /// `InFlight` loads are issued before their stores.
