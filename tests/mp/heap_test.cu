@@ -1,12 +1,12 @@
 // Several ranks (started by iris-run): the heap is mapped everywhere, every rank reaches every
 // peer's copy, allocation stays consistent, and create/destroy leaks nothing.
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "iris/iris.hpp"
+#include "support/open_fds.hpp"
 
 namespace {
 
@@ -100,15 +100,6 @@ TEST(Heap, DivergentAllocationIsNamedOnEveryRank) {
   }
 }
 
-int open_fd_count() {
-  int count = 0;
-  if (DIR* dir = opendir("/proc/self/fd")) {
-    while (readdir(dir) != nullptr) ++count;
-    closedir(dir);
-  }
-  return count;
-}
-
 TEST(Heap, HundredCreateDestroyCyclesLeakNothing) {
   // `anchor` lives throughout and its barrier lines the ranks up, so that both measurements of
   // the GPU's free memory (shared by all ranks on it) see every rank in the same state.
@@ -117,7 +108,7 @@ TEST(Heap, HundredCreateDestroyCyclesLeakNothing) {
   anchor.barrier();
   std::size_t free_before = 0, free_after = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
-  const int fds_before = open_fd_count();
+  const std::size_t fds_before = iris::test::open_fd_count();
   anchor.barrier();
   for (int cycle = 0; cycle < 100; ++cycle) {
     iris::Context ctx = iris::Context::from_env(options_with(iris::HeapTransport::kVmm, 64 << 20));
@@ -126,7 +117,7 @@ TEST(Heap, HundredCreateDestroyCyclesLeakNothing) {
   }
   anchor.barrier();
   ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-  EXPECT_EQ(open_fd_count(), fds_before);
+  EXPECT_EQ(iris::test::open_fd_count(), fds_before);
   const long long lost = static_cast<long long>(free_before) - static_cast<long long>(free_after);
   EXPECT_LE(lost, 8ll << 20) << "device memory lost over 100 cycles: " << lost << " bytes";
   anchor.barrier();

@@ -15,6 +15,7 @@
 #include "detail/rendezvous.hpp"
 #include "iris/host/bootstrap.hpp"
 #include "iris/host/error.hpp"
+#include "support/open_fds.hpp"
 #include "unit/helpers/forked_ranks.hpp"
 
 namespace {
@@ -23,17 +24,11 @@ using namespace std::chrono_literals;
 using iris::Errc;
 using iris::detail::exchange_fds;
 using iris::detail::UniqueFd;
+using iris::test::open_fd_count;
 using iris::test::require;
 using testing::HasSubstr;
 
 const std::string kSecret = "fd-test";
-
-std::size_t open_fd_count() {
-  std::size_t count = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
-    ++count;
-  return count;
-}
 
 std::string content_of_rank(int rank) {
   return "the memfd of rank " + std::to_string(rank);
