@@ -47,12 +47,11 @@ __device__ GroupSlot group_slot() {
 }
 
 /// Elements one call of put/get/copy moves per group member: one vector for a lone thread (so a
-/// warp's threads still touch consecutive vectors), sixteen for warps and blocks: four batches
-/// of the four 16-byte accesses the device API keeps in flight per thread, so that each call's
-/// fixed cost (translation, alignment dispatch) is spread over 128 KiB for a 512-thread block.
+/// warp's threads still touch consecutive vectors), four for warps and blocks (the device API
+/// keeps four 16-byte accesses in flight per thread).
 template <class G>
 constexpr std::size_t kElementsPerMember =
-    std::is_same_v<G, iris::thread> ? kFloatsPerVector : 16 * kFloatsPerVector;
+    std::is_same_v<G, iris::thread> ? kFloatsPerVector : 4 * kFloatsPerVector;
 
 enum class Op { kPut, kGet, kCopy };
 

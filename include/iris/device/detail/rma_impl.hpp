@@ -61,18 +61,8 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_units(team t, std::byte* dst, const st
 #pragma unroll
       for (int k = 0; k < InFlight; ++k) d[i + k * t.size] = v[k];
     }
-    // The rest (fewer than InFlight units per member) also goes as one batch of loads, so that
-    // a short range is not copied one dependent load at a time.
-    Unit v[InFlight];
-#pragma unroll
-    for (int k = 0; k < InFlight; ++k)
-      if (i + k * t.size < units) v[k] = s[i + k * t.size];
-#pragma unroll
-    for (int k = 0; k < InFlight; ++k)
-      if (i + k * t.size < units) d[i + k * t.size] = v[k];
-  } else {
-    for (; i < units; i += t.size) d[i] = s[i];
   }
+  for (; i < units; i += t.size) d[i] = s[i];
 }
 
 /// Moves `bytes` bytes; both pointers and `bytes` are multiples of MinAlign. Tries units of
