@@ -238,6 +238,7 @@ constexpr int kBlocksPerSmCandidates[] = {1, 2, 3, 4};
 struct Measurement {
   bool ran = false;  // false: the call failed (see the message printed then)
   double gbps = 0;
+  double ratio = 0;  // to the reference, timed in turn with it (Bench::paired_ratio)
   double ms = 0;
   int blocks = 0;
   std::map<int, double> gbps_by_blocks_per_sm;  // the sweep
@@ -279,18 +280,33 @@ class Bench {
     return wrong;
   }
 
-  /// Median milliseconds per call with `blocks` blocks; calls rotate through the buffers.
-  double time(const Variant& v, std::size_t bytes, int blocks) {
+  /// Milliseconds per call with `blocks` blocks, one value per sample. Calls rotate through the
+  /// buffers, carrying on where the previous timing stopped, so that no call finds its data in L2.
+  std::vector<double> time(const Variant& v, std::size_t bytes, int blocks, int samples) {
     const std::size_t slots = std::max<std::size_t>(1, dst_.bytes() / bytes);
     iris::bench::Repeats repeats;
-    repeats.samples = samples_;
+    repeats.samples = samples;
     // Small calls are batched so that a sample lasts well above an event's resolution.
     repeats.calls_per_sample =
         static_cast<int>(std::clamp<std::size_t>((256u << 20) / bytes, 1, 100));
-    return iris::bench::median_ms(stream_, repeats, [&](long call) {
-      v.enqueue(bytes, static_cast<std::size_t>(call) % slots * (bytes / sizeof(float)), blocks,
-                stream_);
+    return iris::bench::time_calls_ms(stream_, repeats, [&](long) {
+      v.enqueue(bytes, calls_made_++ % slots * (bytes / sizeof(float)), blocks, stream_);
     });
+  }
+  double median_ms(const Variant& v, std::size_t bytes, int blocks) {
+    return iris::bench::summarize(time(v, bytes, blocks, samples_)).median;
+  }
+
+  /// The median over samples of reference time / variant time, the two timed in turn: clock and
+  /// temperature drift during the run fall on both alike, so the ratio is steadier than one of
+  /// two medians taken minutes apart.
+  double paired_ratio(const Variant& v, int blocks, const Variant& reference, std::size_t bytes) {
+    std::vector<double> ratios;
+    for (int s = 0; s < samples_; ++s) {
+      const double reference_ms = time(reference, bytes, 0, 1).front();
+      ratios.push_back(reference_ms / time(v, bytes, blocks, 1).front());
+    }
+    return iris::bench::summarize(ratios).median;
   }
 
   /// The grid-size sweep: the best over the candidates, and each candidate's figure.
@@ -298,7 +314,7 @@ class Bench {
     Measurement m;
     m.ran = true;
     if (v.kernel == nullptr) {
-      m.ms = time(v, bytes, 0);
+      m.ms = median_ms(v, bytes, 0);
       m.gbps = iris::bench::gb_per_s(static_cast<double>(bytes), m.ms);
       return m;
     }
@@ -314,7 +330,7 @@ class Bench {
       const int blocks = std::min(per_sm * sms_, useful_blocks);
       if (std::find(tried.begin(), tried.end(), blocks) != tried.end()) continue;
       tried.push_back(blocks);
-      const double ms = time(v, bytes, blocks);
+      const double ms = median_ms(v, bytes, blocks);
       const double gbps = iris::bench::gb_per_s(static_cast<double>(bytes), ms);
       m.gbps_by_blocks_per_sm[per_sm] = gbps;
       if (gbps > m.gbps) {
@@ -333,6 +349,7 @@ class Bench {
   int sms_;
   cudaStream_t stream_{};
   unsigned long long* wrong_ = nullptr;
+  std::size_t calls_made_ = 0;
 };
 
 std::string size_label(std::size_t bytes) {
@@ -378,6 +395,17 @@ int main(int argc, char** argv) {
 
     Bench bench(dst, src, samples);
     const std::vector<Variant> variants = make_variants(ctx, dst, src, kPeer, devices);
+    // Ratios are taken against what a copy engine or the driver does between the same two GPUs:
+    // cudaMemcpy D2D when the ranks share a GPU (the issue's target), cudaMemcpyPeer otherwise.
+    const auto index_of = [&](const std::string& op) {
+      return static_cast<std::size_t>(std::find_if(variants.begin(), variants.end(),
+                                                   [&](const Variant& v) { return v.op == op; }) -
+                                      variants.begin());
+    };
+    const std::size_t reference = shared_gpu || index_of("cudaMemcpyPeer") == variants.size()
+                                      ? index_of(kMemcpyName)
+                                      : index_of("cudaMemcpyPeer");
+    const std::string reference_name = variants[reference].op;
     // results[variant][size]
     std::vector<std::vector<Measurement>> results(variants.size(),
                                                   std::vector<Measurement>(sizes.size()));
@@ -394,7 +422,17 @@ int main(int argc, char** argv) {
                         sizes[s] / kVectorBytes);
             ++failures;
           }
-          results[v][s] = bench.measure(variant, sizes[s]);
+          Measurement& m = results[v][s];
+          m = bench.measure(variant, sizes[s]);
+          if (v == reference) {
+            m.ratio = 1.0;
+          } else {
+            try {
+              m.ratio = bench.paired_ratio(variant, m.blocks, variants[reference], sizes[s]);
+            } catch (const iris::Error&) {
+              m.ratio = 0;  // the reference fails here (it says so when measured): no ratio
+            }
+          }
         } catch (const iris::Error& error) {
           // A baseline the platform refuses (say, cudaMemcpyPeer on imported memory) is left out;
           // an Iris op that fails is a failure.
@@ -407,17 +445,6 @@ int main(int argc, char** argv) {
     ctx.barrier();
     if (ctx.rank() != 0) return 0;
 
-    // Ratios are taken against what a copy engine or the driver does between the same two GPUs:
-    // cudaMemcpy D2D when the ranks share a GPU (the issue's target), cudaMemcpyPeer otherwise.
-    const auto index_of = [&](const std::string& op) {
-      return static_cast<std::size_t>(std::find_if(variants.begin(), variants.end(),
-                                                   [&](const Variant& v) { return v.op == op; }) -
-                                      variants.begin());
-    };
-    const std::size_t reference = shared_gpu || index_of("cudaMemcpyPeer") == variants.size()
-                                      ? index_of(kMemcpyName)
-                                      : index_of("cudaMemcpyPeer");
-    const std::string reference_name = variants[reference].op;
     std::vector<iris::bench::Row> gbps_rows, ratio_rows, sweep_rows, json_rows;
     double worst_target_ratio = INFINITY;
     std::string worst_target;
@@ -428,7 +455,7 @@ int main(int argc, char** argv) {
       sweep_row.text("op", variants[v].op).text("coop", variants[v].coop);
       for (std::size_t s = 0; s < sizes.size(); ++s) {
         const Measurement& m = results[v][s];
-        if (!m.ran || !results[reference][s].ran) {
+        if (!m.ran) {
           gbps_row.text(size_label(sizes[s]), "n/a");
           ratio_row.text(size_label(sizes[s]), "n/a");
           if (sizes[s] == sweep_bytes)
@@ -436,23 +463,28 @@ int main(int argc, char** argv) {
               sweep_row.text(std::to_string(per_sm) + "/SM", "n/a");
           continue;
         }
-        const double ratio = m.gbps / results[reference][s].gbps;
+        const bool has_ratio = m.ratio > 0;
         gbps_row.number(size_label(sizes[s]), m.gbps, gbps_format(m.gbps));
-        ratio_row.number(size_label(sizes[s]), ratio, "%.2f");
-        json_rows.push_back(iris::bench::Row()
-                                .text("op", variants[v].op)
-                                .text("coop", variants[v].coop)
-                                .number("bytes", static_cast<double>(sizes[s]), "%.0f")
-                                .number("GBps", m.gbps)
-                                .number("ms_median", m.ms, "%.4f")
-                                .number("ratio", ratio)
-                                .text("ratio_to", reference_name)
-                                .number("blocks", m.blocks, "%.0f"));
+        if (has_ratio) {
+          ratio_row.number(size_label(sizes[s]), m.ratio, "%.2f");
+        } else {
+          ratio_row.text(size_label(sizes[s]), "n/a");
+        }
+        iris::bench::Row json_row;
+        json_row.text("op", variants[v].op)
+            .text("coop", variants[v].coop)
+            .number("bytes", static_cast<double>(sizes[s]), "%.0f")
+            .number("GBps", m.gbps)
+            .number("ms_median", m.ms, "%.4f")
+            .number("blocks", m.blocks, "%.0f");
+        if (has_ratio) json_row.number("ratio", m.ratio).text("ratio_to", reference_name);
+        json_rows.push_back(json_row);
         const bool target_op =
             variants[v].coop == "block" &&
             (variants[v].op == "put" || variants[v].op == "get" || variants[v].op == "copy");
-        if (target_op && sizes[s] >= (std::size_t{64} << 20) && ratio < worst_target_ratio) {
-          worst_target_ratio = ratio;
+        if (target_op && has_ratio && sizes[s] >= (std::size_t{64} << 20) &&
+            m.ratio < worst_target_ratio) {
+          worst_target_ratio = m.ratio;
           worst_target = variants[v].op + " block at " + size_label(sizes[s]);
         }
         if (sizes[s] == sweep_bytes) {
@@ -485,7 +517,10 @@ int main(int argc, char** argv) {
                    : "ranks 0 and 1 are on different GPUs: peer traffic crosses NVLink (H100/H200: "
                      "450 GB/s per direction).";
     iris::bench::print_table("RMA bandwidth, GB/s, by size", gbps_rows, convention + "\n" + where);
-    iris::bench::print_table("ratio to " + reference_name + " of the same size", ratio_rows);
+    iris::bench::print_table("ratio to " + reference_name + " of the same size", ratio_rows,
+                             "median over " + std::to_string(samples) +
+                                 " samples of reference time / op time, the two timed in turn "
+                                 "(at the op's best grid)");
     iris::bench::print_table(
         "grid-size sweep at " + size_label(sweep_bytes) + ", GB/s by blocks per SM", sweep_rows);
     if (!worst_target.empty()) {

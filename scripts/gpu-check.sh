@@ -59,10 +59,17 @@ bench() {
   done
 } >"$out/bench.log" 2>&1
 grep -E "target|FAILED|ratio" "$out/bench.log" | head -n 40
-# One pass of the memory checkers over the single-process device API test.
+# One pass of the memory checkers over the device API tests: the single-process one, and each
+# multi-rank one at two ranks with every rank under the tool (not those that trap on purpose).
 for tool in memcheck racecheck; do
-  timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 build/tests/gpu_device_api_test \
-    >"$out/sanitizer-$tool.log" 2>&1
-  echo "compute-sanitizer $tool: exit $? ($(tail -n 1 "$out/sanitizer-$tool.log"))"
+  log="$out/sanitizer-$tool.log"
+  : >"$log"
+  for test in build/tests/gpu_device_api_test build/tests/mp_*_test; do
+    launch=()
+    [[ $test == */mp_* ]] && launch=(build/tools/iris-run -n 2 --timeout 240 --)
+    echo "== $tool ${test##*/}" >>"$log"
+    timeout 300 "${launch[@]}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$test" >>"$log" 2>&1
+    echo "compute-sanitizer $tool ${test##*/}: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1))"
+  done
 done
 exit $tests_rc

@@ -21,7 +21,14 @@
 
 namespace {
 
-enum class Failure { kTimeout, kBadRank, kOutsideHeap, kShapeMismatch, kTooManyBlocks };
+enum class Failure {
+  kTimeout,
+  kBadRank,
+  kOutsideHeap,
+  kShapeMismatch,
+  kTooManyBlocks,
+  kGridNotResident
+};
 
 constexpr const char* kFailureVariable = "IRIS_TEST_FAILURE";
 
@@ -45,6 +52,9 @@ __global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure 
     case Failure::kTooManyBlocks:
       d::barrier(iris::block{}, ctx);
       break;
+    case Failure::kGridNotResident:
+      d::barrier(iris::grid{}, ctx);
+      break;
   }
 }
 
@@ -61,7 +71,12 @@ __global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure 
   float* outside = nullptr;
   if (cudaMemset(flag, 0, 256) != cudaSuccess || cudaMalloc(&outside, 1024) != cudaSuccess)
     std::_Exit(1);
-  const unsigned blocks = failure == Failure::kTooManyBlocks ? 513 : 1;
+  // Hopper holds at most 32 blocks per multiprocessor, so 33 per multiprocessor never all fit.
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) std::_Exit(1);
+  const unsigned blocks = failure == Failure::kTooManyBlocks     ? 513
+                          : failure == Failure::kGridNotResident ? 33u * sms
+                                                                 : 1;
   fail<<<blocks, 32>>>(ctx->device(), failure, flag, floats, outside);
   cudaDeviceSynchronize();
   try {
@@ -138,6 +153,16 @@ TEST(DeviceReports, BlockBarrierPastItsChannels) {
   EXPECT_THAT(run_child(Failure::kTooManyBlocks),
               testing::ContainsRegex("misuse\\|rank 0: barrier\\(block\\): block 512 is past the "
                                      "512 blocks it supports"));
+}
+
+TEST(DeviceReports, GridBarrierOverMoreBlocksThanFitSaysSo) {
+  // Block 0 waits for the blocks that never became resident, and they for block 0: whichever
+  // times out first reports, and either report names the cause.
+  EXPECT_THAT(run_child(Failure::kGridNotResident),
+              testing::ContainsRegex(
+                  "timeout\\|rank 0: barrier\\(grid\\) timed out after [0-9.]+ ms waiting for "
+                  "(the grid's other [0-9]+ blocks, of which [0-9]+ arrived|block 0 to release the "
+                  "grid).*; a grid barrier needs every block of the grid resident at once"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 namespace {
 
+using iris::device::detail::Awaited;
 using iris::device::detail::ErrorKind;
 using iris::device::detail::ErrorMailbox;
 using iris::device::detail::mailbox_is_timeout;
@@ -102,6 +103,42 @@ TEST(Mailbox, LimitsOfTheBarrier) {
   EXPECT_EQ(mailbox_report(blocks).value(),
             "rank 0: barrier(block): block 600 is past the 512 blocks it supports (block 0, "
             "thread 0)");
+}
+
+TEST(Mailbox, BarrierTimeoutsNameWhoDidNotCome) {
+  ErrorMailbox peer = complete(ErrorKind::kWaitTimeout, "barrier(block)");
+  peer.awaited = Awaited::kRank;
+  peer.awaited_rank = 3;
+  peer.expected = 7;
+  peer.observed = 6;
+  peer.elapsed_ns = 2'000'000'000;
+  peer.thread[0] = 3;
+  EXPECT_EQ(mailbox_report(peer).value(),
+            "rank 0: barrier(block) timed out after 2.0 s waiting for rank 3 to arrive at epoch 7 "
+            "(it has reached epoch 6; does every rank run this barrier as often?) (block 0, "
+            "thread 3)");
+  EXPECT_TRUE(mailbox_is_timeout(peer));
+
+  ErrorMailbox blocks = complete(ErrorKind::kWaitTimeout, "barrier(grid)");
+  blocks.awaited = Awaited::kGridBlocks;
+  blocks.expected = 263;
+  blocks.observed = 130;
+  blocks.elapsed_ns = 1'000'000;
+  EXPECT_EQ(mailbox_report(blocks).value(),
+            "rank 0: barrier(grid) timed out after 1.0 ms waiting for the grid's other 263 blocks, "
+            "of which 130 arrived; a grid barrier needs every block of the grid resident at once: "
+            "launch at most cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs blocks (block 0, "
+            "thread 0)");
+
+  ErrorMailbox release = complete(ErrorKind::kWaitTimeout, "barrier(grid)");
+  release.awaited = Awaited::kGridRelease;
+  release.elapsed_ns = 1'000'000;
+  release.block[0] = 5;
+  EXPECT_EQ(mailbox_report(release).value(),
+            "rank 0: barrier(grid) timed out after 1.0 ms waiting for block 0 to release the grid "
+            "(it waits for every other block, then for the other ranks); a grid barrier needs "
+            "every block of the grid resident at once: launch at most "
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs blocks (block 5, thread 0)");
 }
 
 TEST(Mailbox, UnfinishedOrUnknownReportsStillSaySomething) {

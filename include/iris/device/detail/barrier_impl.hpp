@@ -41,7 +41,8 @@ IRIS_DEVICE_FN inline void meet_ranks(const Context& ctx, BarrierChannel* channe
     release_sys::store(&ctx.translate(channel, peer)->arrived[me], epoch);
   for (int peer = first; peer < world; peer += step) {
     wait_for<cuda::memory_order_acquire, cuda::thread_scope_system>(
-        ctx, operation, &channel->arrived[peer], me, cmp::ge, epoch);
+        ctx, operation, &channel->arrived[peer], me, cmp::ge, epoch,
+        {.what = Awaited::kRank, .rank = peer});
   }
   __syncthreads();
   if (first == 0) relaxed_cta::store(&channel->epoch, epoch);
@@ -75,7 +76,8 @@ IRIS_DEVICE_FN inline void barrier(grid, const Context& ctx) {
     const std::uint64_t others = iris::detail::blocks_per_grid() - 1;
     if (leader_thread && others > 0) {
       detail::wait_for<cuda::memory_order_acquire, cuda::thread_scope_system>(
-          ctx, "barrier(grid)", &state->blocks_arrived, ctx.rank(), cmp::eq, others);
+          ctx, "barrier(grid)", &state->blocks_arrived, ctx.rank(), cmp::eq, others,
+          {.what = detail::Awaited::kGridBlocks});
       detail::relaxed_sys::store(&state->blocks_arrived, std::uint64_t{0});
     }
     __syncthreads();
@@ -86,7 +88,8 @@ IRIS_DEVICE_FN inline void barrier(grid, const Context& ctx) {
     const std::uint64_t released = detail::relaxed_sys::load(&state->released);
     detail::release_sys::reduce_add(&state->blocks_arrived, std::uint64_t{1});
     detail::wait_for<cuda::memory_order_acquire, cuda::thread_scope_system>(
-        ctx, "barrier(grid)", &state->released, ctx.rank(), cmp::gt, released);
+        ctx, "barrier(grid)", &state->released, ctx.rank(), cmp::gt, released,
+        {.what = detail::Awaited::kGridRelease});
   }
   __syncthreads();
 }

@@ -33,6 +33,14 @@ enum class ErrorKind : std::uint32_t {
   kShapeMismatch,  ///< debug check: a 2-D copy's tiles differ in rows or cols
 };
 
+/// What a wait that timed out was waiting for, so that the report can name who did not come.
+enum class Awaited : std::uint32_t {
+  kFlag = 0,     ///< a flag to meet a condition (wait_until)
+  kRank,         ///< a barrier: rank `awaited_rank` to arrive at epoch `expected`
+  kGridBlocks,   ///< a grid barrier's block 0: the grid's other blocks (`expected` of them)
+  kGridRelease,  ///< a grid barrier's other blocks: block 0 to release them
+};
+
 /// How `expected` and `observed` are to be read.
 enum class ValueKind : std::uint32_t { kUnsigned = 0, kSigned = 1 };
 
@@ -45,7 +53,8 @@ struct ErrorMailbox {
   std::int32_t world_size;
   cmp comparison;  ///< wait condition (timeouts)
   ValueKind value_kind;
-  std::uint32_t reserved;
+  Awaited awaited;            ///< what a timed-out wait waited for
+  std::int32_t awaited_rank;  ///< the rank a barrier waited for (Awaited::kRank)
   std::int64_t heap_offset;  ///< byte offset of the address from the start of its heap
   std::uint64_t bytes;       ///< bytes the operation addressed (debug checks)
   std::uint64_t heap_size;   ///< bytes per rank's heap (debug checks)
@@ -94,6 +103,34 @@ inline std::string shape(std::uint64_t rows_cols) {
 
 }  // namespace mailbox_format
 
+/// A timed-out wait: what it waited for, for how long, and what it saw last.
+inline std::string wait_report(const ErrorMailbox& m) {
+  namespace f = mailbox_format;
+  const std::string after = " timed out after " + f::duration(m.elapsed_ns);
+  // A grid barrier holds every block of the grid until all have come: blocks that never became
+  // resident (a grid larger than the GPU holds at once) never come.
+  constexpr const char* kResidency =
+      "; a grid barrier needs every block of the grid resident at once: launch at most "
+      "cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs blocks";
+  switch (m.awaited) {
+    case Awaited::kRank:
+      return after + " waiting for rank " + std::to_string(m.awaited_rank) + " to arrive at epoch " +
+             f::value(m, m.expected) + " (it has reached epoch " + f::value(m, m.observed) +
+             "; does every rank run this barrier as often?)";
+    case Awaited::kGridBlocks:
+      return after + " waiting for the grid's other " + f::value(m, m.expected) + " blocks, of which " +
+             f::value(m, m.observed) + " arrived" + kResidency;
+    case Awaited::kGridRelease:
+      return after + " waiting for block 0 to release the grid (it waits for every other block, "
+                     "then for the other ranks)" + kResidency;
+    case Awaited::kFlag:
+      break;
+  }
+  return "(heap offset " + f::offset(m.heap_offset) + " on rank " + std::to_string(m.target_rank) +
+         ", " + std::string(to_string(m.comparison)) + " " + f::value(m, m.expected) + ")" + after +
+         ", observed " + f::value(m, m.observed);
+}
+
 /// The report as one line, e.g. "rank 1: wait_until(heap offset 0x100040 on rank 1, ge 5) timed
 /// out after 2.0 s, observed 3 (block 0, thread 0)"; nothing when the mailbox is empty.
 inline std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
@@ -108,10 +145,7 @@ inline std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
   const std::string where = " (block " + f::index(m.block) + ", thread " + f::index(m.thread) + ")";
   switch (m.kind) {
     case ErrorKind::kWaitTimeout:
-      return who + "(heap offset " + f::offset(m.heap_offset) + " on rank " +
-             std::to_string(m.target_rank) + ", " + std::string(to_string(m.comparison)) + " " +
-             f::value(m, m.expected) + ") timed out after " + f::duration(m.elapsed_ns) +
-             ", observed " + f::value(m, m.observed) + where;
+      return who + wait_report(m) + where;
     case ErrorKind::kBadRank:
       return who + ": rank " + std::to_string(m.target_rank) + " is not in the world of " +
              std::to_string(m.world_size) + " ranks" + where;

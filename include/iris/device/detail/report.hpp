@@ -22,6 +22,8 @@ struct Failure {
   std::uint64_t expected = 0;
   std::uint64_t observed = 0;
   std::uint64_t elapsed_ns = 0;
+  Awaited awaited = Awaited::kFlag;
+  int awaited_rank = -1;
 };
 
 /// How long a thread that lost the race for the mailbox lets the winner finish its report before
@@ -53,6 +55,8 @@ inline constexpr std::uint64_t kReportGraceNs = 100'000'000;
       m->expected = failure.expected;
       m->observed = failure.observed;
       m->elapsed_ns = failure.elapsed_ns;
+      m->awaited = failure.awaited;
+      m->awaited_rank = failure.awaited_rank;
       m->block[0] = blockIdx.x;
       m->block[1] = blockIdx.y;
       m->block[2] = blockIdx.z;

@@ -42,11 +42,18 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool satisfies(T value, cmp c, T expected) {
   return false;
 }
 
+/// Who a wait waits for, when it is more than a flag (barriers): the report names them.
+struct WaitingFor {
+  Awaited what = Awaited::kFlag;
+  int rank = -1;  ///< for Awaited::kRank
+};
+
 template <flag_value T>
 [[noreturn]] __noinline__ IRIS_DEVICE_FN void report_timeout(const Context& ctx,
                                                              const char* operation, const T* flag,
                                                              int flag_rank, cmp c, T expected,
-                                                             T observed, std::uint64_t elapsed_ns) {
+                                                             T observed, std::uint64_t elapsed_ns,
+                                                             WaitingFor waiting_for) {
   constexpr bool kSigned = cuda::std::is_signed_v<T>;
   // Signed values travel sign-extended, so that the host can print them as 64-bit numbers.
   using Wide = cuda::std::conditional_t<kSigned, std::int64_t, std::uint64_t>;
@@ -61,16 +68,18 @@ template <flag_value T>
                    .value_kind = kSigned ? ValueKind::kSigned : ValueKind::kUnsigned,
                    .expected = static_cast<std::uint64_t>(static_cast<Wide>(expected)),
                    .observed = static_cast<std::uint64_t>(static_cast<Wide>(observed)),
-                   .elapsed_ns = elapsed_ns});
+                   .elapsed_ns = elapsed_ns,
+                   .awaited = waiting_for.what,
+                   .awaited_rank = waiting_for.rank});
 }
 
 /// Spins until `*flag cmp expected` holds and returns the value that satisfied it; each read is
 /// a strong load with `Order` at `Scope`. `flag` is an address in this process (rank
 /// `flag_rank`'s heap) and only names it in the report. Past ctx.wait_timeout_ns() (0: never)
-/// it reports and traps.
+/// it reports and traps, naming `waiting_for`.
 template <cuda::memory_order Order, cuda::thread_scope Scope, flag_value T>
 IRIS_DEVICE_FN T wait_for(const Context& ctx, const char* operation, const T* flag, int flag_rank,
-                          cmp c, T expected) {
+                          cmp c, T expected, WaitingFor waiting_for = {}) {
   using Bits = flag_bits_t<T>;
   const auto* bits = reinterpret_cast<const Bits*>(flag);
   T seen = cuda::std::bit_cast<T>(ptx<Order, Scope>::load(bits));
@@ -85,7 +94,7 @@ IRIS_DEVICE_FN T wait_for(const Context& ctx, const char* operation, const T* fl
     }
     const std::uint64_t elapsed = global_timer_ns() - start;
     if (timeout != 0 && elapsed > timeout)
-      report_timeout(ctx, operation, flag, flag_rank, c, expected, seen, elapsed);
+      report_timeout(ctx, operation, flag, flag_rank, c, expected, seen, elapsed, waiting_for);
   }
 }
 
