@@ -8,7 +8,9 @@
 //
 // Barriers keep epochs in device memory (the heap's reserved bytes), so they need no reset: the
 // same barrier runs any number of times, across kernel launches and CUDA-graph replays. Each
-// wait is bounded by ctx.wait_timeout_ns() and reports like wait_until when it runs out.
+// wait is bounded by ctx.wait_timeout_ns(); when it runs out, the report names what did not
+// come: the rank that never arrived and the epochs, or, for a grid barrier, the blocks of the
+// grid that never arrived (a grid larger than the GPU holds at once).
 // iris::Context::device_barrier(stream) on the host launches a one-block kernel built on the
 // block-level barrier.
 #pragma once
