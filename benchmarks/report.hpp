@@ -177,10 +177,12 @@ struct Repeats {
 
 /// Milliseconds per call of `enqueue(call)`, one value per sample. `enqueue` queues one call on
 /// `stream`; it gets a running call number so that it can rotate among buffers (keeping
-/// repeated calls out of the L2 cache). The host waits for each sample, so nothing queues up
-/// behind the events.
-template <class Enqueue>
-std::vector<double> time_calls_ms(cudaStream_t stream, const Repeats& repeats, Enqueue&& enqueue) {
+/// repeated calls out of the L2 cache). `before_sample()` queues what must precede each sample
+/// untimed (e.g. a device barrier that lines the ranks up). The host waits for each sample, so
+/// nothing queues up behind the events.
+template <class Enqueue, class BeforeSample = void (*)()>
+std::vector<double> time_calls_ms(cudaStream_t stream, const Repeats& repeats, Enqueue&& enqueue,
+                                  BeforeSample&& before_sample = [] {}) {
   cudaEvent_t start, stop;
   IRIS_CUDA_CHECK(cudaEventCreate(&start));
   IRIS_CUDA_CHECK(cudaEventCreate(&stop));
@@ -189,6 +191,7 @@ std::vector<double> time_calls_ms(cudaStream_t stream, const Repeats& repeats, E
   IRIS_CUDA_CHECK(cudaGetLastError());
   std::vector<double> samples;
   for (int s = 0; s < repeats.samples; ++s) {
+    before_sample();
     IRIS_CUDA_CHECK(cudaEventRecord(start, stream));
     for (int i = 0; i < repeats.calls_per_sample; ++i) enqueue(call++);
     IRIS_CUDA_CHECK(cudaEventRecord(stop, stream));

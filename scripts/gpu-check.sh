@@ -50,6 +50,7 @@ bench() {
   bench 2 bench_rma_bandwidth
   bench 2 bench_signal_latency
   for n in 2 4 8; do bench "$n" bench_barrier_latency; done
+  for n in 2 4 8; do bench "$n" bench_peer_bandwidth; done
   # The numbered examples check their results (non-zero exit when wrong) and print a speed.
   for example in build/examples/example_0[1-9]_*; do
     for n in 2 4; do
@@ -58,7 +59,7 @@ bench() {
     done
   done
 } >"$out/bench.log" 2>&1
-grep -E "target|FAILED|ratio" "$out/bench.log" | head -n 40
+grep -E "target|FAILED|WRONG|wrong data" "$out/bench.log" | head -n 40
 # One pass of the memory checkers over the device API tests: the single-process one, and each
 # multi-rank one at two ranks with every rank under the tool (not those that trap on purpose).
 for tool in memcheck racecheck; do

@@ -1,0 +1,345 @@
+// Bandwidth between every pair of ranks, and with every rank sending at once: the traffic
+// patterns of collectives, measured with the device API's block-cooperative put.
+//
+//   iris-run -n N ./bench_peer_bandwidth [--mib 256] [--samples 11] [--json out.json]
+//
+// pairs       for each ordered pair (s, d), rank s puts --mib MiB into rank d while the others
+//             wait; next to it, the copy engine moving the same bytes between the same buffers
+//             (cudaMemcpyAsync from rank s), and their ratio (the two timed in turn).
+// ring        every rank at once puts --mib MiB into its right neighbour.
+// all-to-all  every rank at once puts --mib MiB, split evenly, into all the other ranks (its
+//             grid's blocks take the destinations in turn), each piece at the sender's slot.
+//
+// GB/s = payload bytes / time (1e9 B/s) per sending rank; simultaneous patterns take, for each
+// sample, the slowest rank's time (a collective is as fast as its last rank). Each pattern is
+// checked once before it is timed: destinations poisoned, every byte compared with the sender's
+// source, read through the heap. On one GPU shared by the ranks this measures HBM (each byte read
+// and written there); on an NVLink machine it measures the links (H100/H200: 450 GB/s per
+// direction per GPU).
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "iris/iris.hpp"
+#include "report.hpp"
+
+namespace {
+
+constexpr int kThreadsPerBlock = 512;
+constexpr std::size_t kFloatsPerTile = kThreadsPerBlock * 16;  // 32 KiB per block and call
+constexpr int kMaxRoutes = 64;
+
+/// `count` floats from src + src_offset here to dst + dst_offset on `peer`.
+struct Route {
+  int peer = 0;
+  std::size_t src_offset = 0;
+  std::size_t dst_offset = 0;
+  std::size_t count = 0;
+};
+
+struct Routes {
+  int size = 0;
+  Route route[kMaxRoutes];
+};
+
+/// Block b serves route b % routes.size, its blocks taking the route's tiles in turn, one
+/// block-cooperative put per tile.
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    put_routes(const __grid_constant__ iris::device::Context ctx, float* dst, const float* src,
+               const Routes routes) {
+  const int n = routes.size;
+  const Route& r = routes.route[blockIdx.x % n];
+  const std::size_t first_block = blockIdx.x / n;
+  const std::size_t blocks = (gridDim.x - blockIdx.x % n + n - 1) / n;
+  for (std::size_t start = first_block * kFloatsPerTile; start < r.count;
+       start += blocks * kFloatsPerTile) {
+    const std::size_t left = r.count - start;
+    const std::size_t count = left < kFloatsPerTile ? left : kFloatsPerTile;
+    iris::device::put(iris::block{}, ctx, dst + r.dst_offset + start,
+                      src + r.src_offset + start, count, r.peer);
+  }
+}
+
+/// Counts the floats of `got` that differ bitwise from `want`.
+__global__ void count_mismatches(const unsigned* got, const unsigned* want, std::size_t count,
+                                 unsigned long long* wrong) {
+  unsigned long long mine = 0;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    mine += got[i] != want[i];
+  if (mine != 0) atomicAdd(wrong, mine);
+}
+
+/// One traffic pattern: what each rank sends (its routes) and receives (sender, where the
+/// piece lands here, where it comes from in the sender's source, how many floats).
+struct Pattern {
+  std::string name;
+  std::vector<Routes> sends;  // by rank
+  double bytes_per_sender = 0;
+};
+
+Route route(int peer, std::size_t src_offset, std::size_t dst_offset, std::size_t count) {
+  return {peer, src_offset, dst_offset, count};
+}
+
+Pattern pair_pattern(int world, int from, int to, std::size_t floats) {
+  Pattern p{"pair", std::vector<Routes>(world), static_cast<double>(floats * sizeof(float))};
+  p.sends[from].size = 1;
+  p.sends[from].route[0] = route(to, 0, 0, floats);
+  return p;
+}
+
+Pattern ring_pattern(int world, std::size_t floats) {
+  Pattern p{"ring", std::vector<Routes>(world), static_cast<double>(floats * sizeof(float))};
+  for (int r = 0; r < world; ++r) {
+    p.sends[r].size = 1;
+    p.sends[r].route[0] = route((r + 1) % world, 0, 0, floats);
+  }
+  return p;
+}
+
+/// Rank r's piece for rank d sits at d * piece in r's source and lands at r * piece in d's
+/// destination.
+Pattern all_to_all_pattern(int world, std::size_t floats) {
+  const std::size_t piece = floats / (world - 1) / 4 * 4;  // whole 16-byte vectors
+  Pattern p{"all-to-all", std::vector<Routes>(world),
+            static_cast<double>(piece * (world - 1) * sizeof(float))};
+  for (int r = 0; r < world; ++r)
+    for (int d = 0; d < world; ++d)
+      if (d != r) {
+        Routes& routes = p.sends[r];
+        routes.route[routes.size++] = route(d, d * piece, r * piece, piece);
+      }
+  return p;
+}
+
+class Bench {
+ public:
+  Bench(iris::Context& ctx, std::size_t floats, int samples)
+      : ctx_(ctx),
+        samples_(samples),
+        // Twice the payload: all-to-all pieces sit at up to world / (world - 1) x payload.
+        src_(ctx.uniform<float>(2 * floats, -1.0f, 1.0f, 2000 + ctx.rank())),
+        dst_(ctx.empty<float>(src_.size())) {
+    IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    IRIS_CUDA_CHECK(cudaMalloc(&wrong_, sizeof(unsigned long long)));
+    int occupancy = 0;
+    IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, put_routes,
+                                                                  kThreadsPerBlock, 0));
+    blocks_ = std::max(1, occupancy) * iris::bench::sm_count();
+  }
+  ~Bench() {
+    cudaFree(wrong_);
+    cudaStreamDestroy(stream_);
+  }
+
+  /// Runs `p` once into poisoned destinations; the number of wrong floats on all ranks
+  /// (collective).
+  double check(const Pattern& p) {
+    IRIS_CUDA_CHECK(cudaMemsetAsync(dst_.data(), 0xff, dst_.bytes(), stream_));
+    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    ctx_.barrier();
+    send(p);
+    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    ctx_.barrier();
+    IRIS_CUDA_CHECK(cudaMemsetAsync(wrong_, 0, sizeof(unsigned long long), stream_));
+    for (int sender = 0; sender < ctx_.world_size(); ++sender) {
+      const Routes& routes = p.sends[sender];
+      for (int k = 0; k < routes.size; ++k) {
+        const Route& r = routes.route[k];
+        if (r.peer != ctx_.rank()) continue;
+        count_mismatches<<<2 * iris::bench::sm_count(), 256, 0, stream_>>>(
+            reinterpret_cast<const unsigned*>(dst_.data() + r.dst_offset),
+            reinterpret_cast<const unsigned*>(src_.on(sender) + r.src_offset), r.count, wrong_);
+        IRIS_CUDA_CHECK(cudaGetLastError());
+      }
+    }
+    unsigned long long wrong = 0;
+    IRIS_CUDA_CHECK(cudaMemcpyAsync(&wrong, wrong_, sizeof(wrong), cudaMemcpyDeviceToHost, stream_));
+    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<double> all(ctx_.world_size());
+    const double mine = static_cast<double>(wrong);
+    ctx_.bootstrap().allgather(&mine, all.data(), sizeof(double));
+    double total = 0;
+    for (const double w : all) total += w;
+    return total;
+  }
+
+  /// Milliseconds of `p`, per sample the slowest sender's (collective). Every rank starts each
+  /// sample from a device barrier, so the senders begin together.
+  std::vector<double> time(const Pattern& p) {
+    iris::bench::Repeats repeats;
+    repeats.samples = samples_;
+    repeats.warmup = 1;
+    std::vector<double> mine = iris::bench::time_calls_ms(stream_, repeats, [&](long) { send(p); },
+                                                          [&] { ctx_.device_barrier(stream_); });
+    std::vector<double> all(mine.size() * ctx_.world_size());
+    ctx_.bootstrap().allgather(mine.data(), all.data(), mine.size() * sizeof(double));
+    std::vector<double> slowest(mine.size(), 0);
+    for (int r = 0; r < ctx_.world_size(); ++r)
+      if (p.sends[r].size > 0)
+        for (std::size_t s = 0; s < mine.size(); ++s)
+          slowest[s] = std::max(slowest[s], all[r * mine.size() + s]);
+    return slowest;
+  }
+
+  /// The copy engine moving rank `from`'s source into rank `to`'s destination: its GB/s, and
+  /// the median of copy time / put time with the two timed in turn on rank `from` while the
+  /// others wait. Returns {0, 0} on the other ranks.
+  std::pair<double, double> against_copy_engine(const Pattern& p, int from, int to) {
+    if (ctx_.rank() != from) return {0, 0};
+    try {
+      return copy_engine_and_ratio(p, to);
+    } catch (const iris::Error& error) {  // a platform that refuses this copy: no baseline
+      std::printf("copy engine %d -> %d: %s\n", from, to, error.what());
+      return {0, 0};
+    }
+  }
+
+ private:
+  std::pair<double, double> copy_engine_and_ratio(const Pattern& p, int to) {
+    const std::size_t bytes = static_cast<std::size_t>(p.bytes_per_sender);
+    iris::bench::Repeats one;
+    one.samples = 1;
+    one.warmup = 1;
+    std::vector<double> copy_ms, ratios;
+    for (int s = 0; s < samples_; ++s) {
+      const double copy = iris::bench::time_calls_ms(stream_, one, [&](long) {
+        IRIS_CUDA_CHECK(cudaMemcpyAsync(dst_.on(to), src_.data(), bytes, cudaMemcpyDefault,
+                                        stream_));
+      }).front();
+      const double put = iris::bench::time_calls_ms(stream_, one, [&](long) { send(p); }).front();
+      copy_ms.push_back(copy);
+      ratios.push_back(copy / put);
+    }
+    return {iris::bench::gb_per_s(p.bytes_per_sender, iris::bench::summarize(copy_ms).median),
+            iris::bench::summarize(ratios).median};
+  }
+
+  void send(const Pattern& p) {
+    const Routes& routes = p.sends[ctx_.rank()];
+    if (routes.size == 0) return;
+    const int blocks = std::max(routes.size, blocks_ / routes.size * routes.size);
+    put_routes<<<blocks, kThreadsPerBlock, 0, stream_>>>(ctx_.device(), dst_.data(),
+                                                         src_.data(), routes);
+    IRIS_CUDA_CHECK(cudaGetLastError());
+  }
+
+  iris::Context& ctx_;
+  int samples_;
+  iris::Buffer<float> src_;
+  iris::Buffer<float> dst_;
+  cudaStream_t stream_{};
+  unsigned long long* wrong_ = nullptr;
+  int blocks_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!iris::bench::gpu_visible("peer_bandwidth")) return 0;
+  const auto mib = static_cast<std::size_t>(iris::bench::number_arg(argc, argv, "--mib", 256));
+  const int samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 11));
+  const std::string json_path = iris::bench::json_path_from_args(argc, argv);
+  try {
+    iris::ContextOptions options;
+    options.heap_size = 4 * (mib << 20) + (std::size_t{64} << 20);
+    auto ctx = iris::Context::from_env(options);
+    const int world = ctx.world_size();
+    if (world < 2 || world > kMaxRoutes) {
+      std::fprintf(stderr, "peer_bandwidth: needs 2 to %d ranks (iris-run -n 2 ...)\n", kMaxRoutes);
+      return 1;
+    }
+    const std::size_t floats = (mib << 20) / sizeof(float);
+    Bench bench(ctx, floats, samples);
+    const std::vector<int> devices = iris::bench::device_of_each_rank(ctx.bootstrap());
+    int failures = 0;
+    std::vector<iris::bench::Row> json_rows;
+
+    // Pairs: a matrix of put GB/s and one of the ratio to the copy engine.
+    std::vector<iris::bench::Row> put_rows, ratio_rows;
+    for (int from = 0; from < world; ++from) {
+      iris::bench::Row put_row, ratio_row;
+      put_row.text("from \\ to", std::to_string(from));
+      ratio_row.text("from \\ to", std::to_string(from));
+      for (int to = 0; to < world; ++to) {
+        if (to == from) {
+          put_row.text(std::to_string(to), "-");
+          ratio_row.text(std::to_string(to), "-");
+          continue;
+        }
+        const Pattern p = pair_pattern(world, from, to, floats);
+        failures += bench.check(p) != 0;
+        const double gbps = iris::bench::gb_per_s(p.bytes_per_sender,
+                                                  iris::bench::summarize(bench.time(p)).median);
+        ctx.barrier();
+        auto [copy_gbps, ratio] = bench.against_copy_engine(p, from, to);
+        double shared[2] = {copy_gbps, ratio};
+        ctx.bootstrap().broadcast(shared, sizeof(shared), from);
+        put_row.number(std::to_string(to), gbps, "%.0f");
+        if (shared[1] > 0) {
+          ratio_row.number(std::to_string(to), shared[1], "%.2f");
+        } else {
+          ratio_row.text(std::to_string(to), "n/a");
+        }
+        json_rows.push_back(iris::bench::Row()
+                                .text("pattern", "pair")
+                                .number("from", from, "%.0f")
+                                .number("to", to, "%.0f")
+                                .number("GBps", gbps)
+                                .number("copy_engine_GBps", shared[0])
+                                .number("ratio_to_copy_engine", shared[1]));
+      }
+      put_rows.push_back(put_row);
+      ratio_rows.push_back(ratio_row);
+    }
+
+    // Everyone at once.
+    std::vector<iris::bench::Row> together_rows;
+    for (const Pattern& p : {ring_pattern(world, floats), all_to_all_pattern(world, floats)}) {
+      failures += bench.check(p) != 0;
+      const double ms = iris::bench::summarize(bench.time(p)).median;
+      const double per_rank = iris::bench::gb_per_s(p.bytes_per_sender, ms);
+      iris::bench::Row row;
+      row.text("pattern", p.name)
+          .number("MiB per rank", p.bytes_per_sender / (1 << 20), "%.0f")
+          .number("GB/s per rank", per_rank, "%.0f")
+          .number("GB/s all ranks", per_rank * world, "%.0f");
+      together_rows.push_back(row);
+      json_rows.push_back(iris::bench::Row()
+                              .text("pattern", p.name)
+                              .number("world", world, "%.0f")
+                              .number("bytes_per_rank", p.bytes_per_sender, "%.0f")
+                              .number("GBps_per_rank", per_rank)
+                              .number("GBps_all_ranks", per_rank * world));
+    }
+
+    if (ctx.rank() == 0) {
+      const bool one_gpu = std::all_of(devices.begin(), devices.end(),
+                                       [&](int d) { return d >= 0 && d == devices[0]; });
+      const std::string where =
+          one_gpu ? "all ranks share one GPU: every byte is read and written in the same HBM "
+                    "(H200: ~2100 GB/s payload for one copy at a time, shared by all senders)."
+                  : "ranks on different GPUs: NVLink (H100/H200: 450 GB/s per direction per GPU).";
+      const std::string convention =
+          std::to_string(mib) + " MiB per sender, block-cooperative put in 32 KiB tiles, " +
+          std::to_string(samples) + " samples, median (simultaneous patterns: slowest rank per "
+          "sample). " + where;
+      iris::bench::print_table("put, rank 'from' -> rank 'to', GB/s", put_rows, convention);
+      iris::bench::print_table(
+          "put / copy engine (cudaMemcpyAsync, same buffers), time ratio timed in turn",
+          ratio_rows);
+      iris::bench::print_table("every rank sending at once", together_rows);
+      iris::bench::write_json(json_path, "peer_bandwidth", json_rows, convention);
+    }
+    if (failures != 0) {
+      std::printf("peer_bandwidth: %d patterns delivered wrong data\n", failures);
+      return 1;
+    }
+    return 0;
+  } catch (const iris::Error& error) {
+    std::fprintf(stderr, "peer_bandwidth: %s\n", error.what());
+    return 1;
+  }
+}
