@@ -9,7 +9,9 @@ out=$(realpath -m "${1:-gpu-results}")
 filter=${2:-}
 json_dir=$(mktemp -d)  # results are tarred into $out/json.tar: one file back, however many
 mkdir -p "$out"
-export IRIS_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The commit the results are stamped with; pass IRIS_COMMIT where the tree's git metadata is not
+# the tree's own (a copied working tree).
+export IRIS_COMMIT=${IRIS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
 
 {
