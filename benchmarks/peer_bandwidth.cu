@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
        start += blocks * kFloatsPerTile) {
     const std::size_t left = r.count - start;
     const std::size_t count = left < kFloatsPerTile ? left : kFloatsPerTile;
-    iris::device::put(iris::block{}, ctx, dst + r.dst_offset + start,
-                      src + r.src_offset + start, count, r.peer);
+    iris::device::put(iris::block{}, ctx, dst + r.dst_offset + start, src + r.src_offset + start,
+                      count, r.peer);
   }
 }
 
@@ -125,8 +125,8 @@ class Bench {
     IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     IRIS_CUDA_CHECK(cudaMalloc(&wrong_, sizeof(unsigned long long)));
     int occupancy = 0;
-    IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, put_routes,
-                                                                  kThreadsPerBlock, 0));
+    IRIS_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, put_routes, kThreadsPerBlock, 0));
     blocks_ = std::max(1, occupancy) * iris::bench::sm_count();
   }
   ~Bench() {
@@ -156,7 +156,8 @@ class Bench {
       }
     }
     unsigned long long wrong = 0;
-    IRIS_CUDA_CHECK(cudaMemcpyAsync(&wrong, wrong_, sizeof(wrong), cudaMemcpyDeviceToHost, stream_));
+    IRIS_CUDA_CHECK(
+        cudaMemcpyAsync(&wrong, wrong_, sizeof(wrong), cudaMemcpyDeviceToHost, stream_));
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::vector<double> all(ctx_.world_size());
     const double mine = static_cast<double>(wrong);
@@ -172,8 +173,8 @@ class Bench {
     iris::bench::Repeats repeats;
     repeats.samples = samples_;
     repeats.warmup = 1;
-    std::vector<double> mine = iris::bench::time_calls_ms(stream_, repeats, [&](long) { send(p); },
-                                                          [&] { ctx_.device_barrier(stream_); });
+    std::vector<double> mine = iris::bench::time_calls_ms(
+        stream_, repeats, [&](long) { send(p); }, [&] { ctx_.device_barrier(stream_); });
     std::vector<double> all(mine.size() * ctx_.world_size());
     ctx_.bootstrap().allgather(mine.data(), all.data(), mine.size() * sizeof(double));
     std::vector<double> slowest(mine.size(), 0);
@@ -206,9 +207,9 @@ class Bench {
     std::vector<double> copy_ms, ratios;
     for (int s = 0; s < samples_; ++s) {
       const double copy = iris::bench::time_calls_ms(stream_, one, [&](long) {
-        IRIS_CUDA_CHECK(cudaMemcpyAsync(dst_.on(to), src_.data(), bytes, cudaMemcpyDefault,
-                                        stream_));
-      }).front();
+                            IRIS_CUDA_CHECK(cudaMemcpyAsync(dst_.on(to), src_.data(), bytes,
+                                                            cudaMemcpyDefault, stream_));
+                          }).front();
       const double put = iris::bench::time_calls_ms(stream_, one, [&](long) { send(p); }).front();
       copy_ms.push_back(copy);
       ratios.push_back(copy / put);
@@ -221,8 +222,8 @@ class Bench {
     const Routes& routes = p.sends[ctx_.rank()];
     if (routes.size == 0) return;
     const int blocks = std::max(routes.size, blocks_ / routes.size * routes.size);
-    put_routes<<<blocks, kThreadsPerBlock, 0, stream_>>>(ctx_.device(), dst_.data(),
-                                                         src_.data(), routes);
+    put_routes<<<blocks, kThreadsPerBlock, 0, stream_>>>(ctx_.device(), dst_.data(), src_.data(),
+                                                         routes);
     IRIS_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -271,8 +272,8 @@ int main(int argc, char** argv) {
         }
         const Pattern p = pair_pattern(world, from, to, floats);
         failures += bench.check(p) != 0;
-        const double gbps = iris::bench::gb_per_s(p.bytes_per_sender,
-                                                  iris::bench::summarize(bench.time(p)).median);
+        const double gbps =
+            iris::bench::gb_per_s(p.bytes_per_sender, iris::bench::summarize(bench.time(p)).median);
         ctx.barrier();
         auto [copy_gbps, ratio] = bench.against_copy_engine(p, from, to);
         double shared[2] = {copy_gbps, ratio};
@@ -322,10 +323,12 @@ int main(int argc, char** argv) {
           one_gpu ? "all ranks share one GPU: every byte is read and written in the same HBM "
                     "(H200: ~2100 GB/s payload for one copy at a time, shared by all senders)."
                   : "ranks on different GPUs: NVLink (H100/H200: 450 GB/s per direction per GPU).";
-      const std::string convention =
-          std::to_string(mib) + " MiB per sender, block-cooperative put in 32 KiB tiles, " +
-          std::to_string(samples) + " samples, median (simultaneous patterns: slowest rank per "
-          "sample). " + where;
+      const std::string convention = std::to_string(mib) +
+                                     " MiB per sender, block-cooperative put in 32 KiB tiles, " +
+                                     std::to_string(samples) +
+                                     " samples, median (simultaneous patterns: slowest rank per "
+                                     "sample). " +
+                                     where;
       iris::bench::print_table("put, rank 'from' -> rank 'to', GB/s", put_rows, convention);
       iris::bench::print_table(
           "put / copy engine (cudaMemcpyAsync, same buffers), time ratio timed in turn",

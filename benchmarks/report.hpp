@@ -181,8 +181,9 @@ struct Repeats {
 /// untimed (e.g. a device barrier that lines the ranks up). The host waits for each sample, so
 /// nothing queues up behind the events.
 template <class Enqueue, class BeforeSample = void (*)()>
-std::vector<double> time_calls_ms(cudaStream_t stream, const Repeats& repeats, Enqueue&& enqueue,
-                                  BeforeSample&& before_sample = [] {}) {
+std::vector<double> time_calls_ms(
+    cudaStream_t stream, const Repeats& repeats, Enqueue&& enqueue,
+    BeforeSample&& before_sample = [] {}) {
   cudaEvent_t start, stop;
   IRIS_CUDA_CHECK(cudaEventCreate(&start));
   IRIS_CUDA_CHECK(cudaEventCreate(&stop));

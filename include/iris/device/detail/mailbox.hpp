@@ -55,16 +55,16 @@ struct ErrorMailbox {
   ValueKind value_kind;
   Awaited awaited;            ///< what a timed-out wait waited for
   std::int32_t awaited_rank;  ///< the rank a barrier waited for (Awaited::kRank)
-  std::int64_t heap_offset;  ///< byte offset of the address from the start of its heap
-  std::uint64_t bytes;       ///< bytes the operation addressed (debug checks)
-  std::uint64_t heap_size;   ///< bytes per rank's heap (debug checks)
-  std::uint64_t expected;    ///< the value waited for (timeouts), the limit (kTooMany*), or the
-                             ///< destination tile as rows << 32 | cols (kShapeMismatch)
-  std::uint64_t observed;    ///< the last value seen (timeouts), the count asked for, or the
-                             ///< source tile
-  std::uint64_t elapsed_ns;  ///< how long the wait ran
-  std::uint32_t block[3];    ///< blockIdx of the reporting thread
-  std::uint32_t thread[3];   ///< threadIdx of the reporting thread
+  std::int64_t heap_offset;   ///< byte offset of the address from the start of its heap
+  std::uint64_t bytes;        ///< bytes the operation addressed (debug checks)
+  std::uint64_t heap_size;    ///< bytes per rank's heap (debug checks)
+  std::uint64_t expected;     ///< the value waited for (timeouts), the limit (kTooMany*), or the
+                              ///< destination tile as rows << 32 | cols (kShapeMismatch)
+  std::uint64_t observed;     ///< the last value seen (timeouts), the count asked for, or the
+                              ///< source tile
+  std::uint64_t elapsed_ns;   ///< how long the wait ran
+  std::uint32_t block[3];     ///< blockIdx of the reporting thread
+  std::uint32_t thread[3];    ///< threadIdx of the reporting thread
 };
 
 namespace mailbox_format {
@@ -114,15 +114,17 @@ inline std::string wait_report(const ErrorMailbox& m) {
       "cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs blocks";
   switch (m.awaited) {
     case Awaited::kRank:
-      return after + " waiting for rank " + std::to_string(m.awaited_rank) + " to arrive at epoch " +
-             f::value(m, m.expected) + " (it has reached epoch " + f::value(m, m.observed) +
-             "; does every rank run this barrier as often?)";
+      return after + " waiting for rank " + std::to_string(m.awaited_rank) +
+             " to arrive at epoch " + f::value(m, m.expected) + " (it has reached epoch " +
+             f::value(m, m.observed) + "; does every rank run this barrier as often?)";
     case Awaited::kGridBlocks:
-      return after + " waiting for the grid's other " + f::value(m, m.expected) + " blocks, of which " +
-             f::value(m, m.observed) + " arrived" + kResidency;
+      return after + " waiting for the grid's other " + f::value(m, m.expected) +
+             " blocks, of which " + f::value(m, m.observed) + " arrived" + kResidency;
     case Awaited::kGridRelease:
-      return after + " waiting for block 0 to release the grid (it waits for every other block, "
-                     "then for the other ranks)" + kResidency;
+      return after +
+             " waiting for block 0 to release the grid (it waits for every other block, "
+             "then for the other ranks)" +
+             kResidency;
     case Awaited::kFlag:
       break;
   }
