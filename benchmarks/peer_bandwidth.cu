@@ -71,22 +71,17 @@ __global__ void count_mismatches(const unsigned* got, const unsigned* want, std:
   if (mine != 0) atomicAdd(wrong, mine);
 }
 
-/// One traffic pattern: what each rank sends (its routes) and receives (sender, where the
-/// piece lands here, where it comes from in the sender's source, how many floats).
+/// One traffic pattern: what each rank sends. What a rank receives is every route that names it.
 struct Pattern {
   std::string name;
   std::vector<Routes> sends;  // by rank
   double bytes_per_sender = 0;
 };
 
-Route route(int peer, std::size_t src_offset, std::size_t dst_offset, std::size_t count) {
-  return {peer, src_offset, dst_offset, count};
-}
-
 Pattern pair_pattern(int world, int from, int to, std::size_t floats) {
   Pattern p{"pair", std::vector<Routes>(world), static_cast<double>(floats * sizeof(float))};
   p.sends[from].size = 1;
-  p.sends[from].route[0] = route(to, 0, 0, floats);
+  p.sends[from].route[0] = Route{to, 0, 0, floats};
   return p;
 }
 
@@ -94,7 +89,7 @@ Pattern ring_pattern(int world, std::size_t floats) {
   Pattern p{"ring", std::vector<Routes>(world), static_cast<double>(floats * sizeof(float))};
   for (int r = 0; r < world; ++r) {
     p.sends[r].size = 1;
-    p.sends[r].route[0] = route((r + 1) % world, 0, 0, floats);
+    p.sends[r].route[0] = Route{(r + 1) % world, 0, 0, floats};
   }
   return p;
 }
@@ -109,7 +104,7 @@ Pattern all_to_all_pattern(int world, std::size_t floats) {
     for (int d = 0; d < world; ++d)
       if (d != r) {
         Routes& routes = p.sends[r];
-        routes.route[routes.size++] = route(d, d * piece, r * piece, piece);
+        routes.route[routes.size++] = Route{d, d * piece, r * piece, piece};
       }
   return p;
 }
