@@ -45,24 +45,23 @@ using unit_t = cuda::std::conditional_t<
 inline constexpr int kUnitsInFlight = IRIS_RMA_UNITS_IN_FLIGHT;
 
 /// The team moves `units` units of `Bytes` bytes; member r takes units r, r + size, ...
-/// `InFlight` loads are issued before their stores.
+/// `InFlight` loads are issued before their stores, also in the last, partial batch: a member
+/// waits on memory once per batch, never once per leftover unit.
 template <std::size_t Bytes, int InFlight>
 IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_units(team t, std::byte* dst, const std::byte* src,
                                                 std::size_t units) {
   using Unit = unit_t<Bytes>;
   auto* d = reinterpret_cast<Unit*>(dst);
   const auto* s = reinterpret_cast<const Unit*>(src);
-  std::size_t i = t.rank;
-  if constexpr (InFlight > 1) {
-    for (; i + (InFlight - 1) * t.size < units; i += InFlight * t.size) {
-      Unit v[InFlight];
+  for (std::size_t i = t.rank; i < units; i += InFlight * t.size) {
+    Unit v[InFlight];
 #pragma unroll
-      for (int k = 0; k < InFlight; ++k) v[k] = s[i + k * t.size];
+    for (int k = 0; k < InFlight; ++k)
+      if (i + k * t.size < units) v[k] = s[i + k * t.size];
 #pragma unroll
-      for (int k = 0; k < InFlight; ++k) d[i + k * t.size] = v[k];
-    }
+    for (int k = 0; k < InFlight; ++k)
+      if (i + k * t.size < units) d[i + k * t.size] = v[k];
   }
-  for (; i < units; i += t.size) d[i] = s[i];
 }
 
 /// Moves `bytes` bytes; both pointers and `bytes` are multiples of MinAlign. Tries units of
