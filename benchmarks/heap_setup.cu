@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
       for (int cycle = 0; cycle < cycles + 1; ++cycle) {  // the first is a warm-up
         anchor.barrier();
         const auto t0 = Clock::now();
-        auto ctx = std::make_unique<iris::Context>(iris::Context::from_env(
-            {.heap_size = heap_bytes, .transport = transport}));
+        auto ctx = std::make_unique<iris::Context>(
+            iris::Context::from_env({.heap_size = heap_bytes, .transport = transport}));
         const auto t1 = Clock::now();
         ctx.reset();
         const auto t2 = Clock::now();

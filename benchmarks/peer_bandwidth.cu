@@ -28,6 +28,7 @@ namespace {
 
 constexpr int kThreadsPerBlock = 512;
 constexpr std::size_t kFloatsPerTile = kThreadsPerBlock * 16;  // 32 KiB per block and call
+constexpr std::size_t kFloatsPerLine = 128 / sizeof(float);
 constexpr int kMaxRoutes = 64;
 
 /// `count` floats from src + src_offset here to dst + dst_offset on `peer`.
@@ -43,8 +44,8 @@ struct Routes {
   Route route[kMaxRoutes];
 };
 
-/// Block b serves route b % routes.size, its blocks taking the route's tiles in turn, one
-/// block-cooperative put per tile.
+/// Block b serves route b % routes.size, the route's blocks taking equal tiles of it (of at most
+/// kFloatsPerTile floats, starting on cache lines) in turn, one block-cooperative put per tile.
 __global__ void __launch_bounds__(kThreadsPerBlock)
     put_routes(const __grid_constant__ iris::device::Context ctx, float* dst, const float* src,
                const Routes routes) {
@@ -52,23 +53,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const Route& r = routes.route[blockIdx.x % n];
   const std::size_t first_block = blockIdx.x / n;
   const std::size_t blocks = (gridDim.x - blockIdx.x % n + n - 1) / n;
-  for (std::size_t start = first_block * kFloatsPerTile; start < r.count;
-       start += blocks * kFloatsPerTile) {
+  const std::size_t tile = iris::bench::equal_tile(r.count, blocks, kFloatsPerTile, kFloatsPerLine);
+  for (std::size_t start = first_block * tile; start < r.count; start += blocks * tile) {
     const std::size_t left = r.count - start;
-    const std::size_t count = left < kFloatsPerTile ? left : kFloatsPerTile;
+    const std::size_t count = left < tile ? left : tile;
     iris::device::put(iris::block{}, ctx, dst + r.dst_offset + start, src + r.src_offset + start,
                       count, r.peer);
   }
-}
-
-/// Counts the floats of `got` that differ bitwise from `want`.
-__global__ void count_mismatches(const unsigned* got, const unsigned* want, std::size_t count,
-                                 unsigned long long* wrong) {
-  unsigned long long mine = 0;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x)
-    mine += got[i] != want[i];
-  if (mine != 0) atomicAdd(wrong, mine);
 }
 
 /// One traffic pattern: what each rank sends. What a rank receives is every route that names it.
@@ -144,9 +135,10 @@ class Bench {
       for (int k = 0; k < routes.size; ++k) {
         const Route& r = routes.route[k];
         if (r.peer != ctx_.rank()) continue;
-        count_mismatches<<<2 * iris::bench::sm_count(), 256, 0, stream_>>>(
+        iris::bench::count_mismatches<<<2 * iris::bench::sm_count(), 256, 0, stream_>>>(
             reinterpret_cast<const unsigned*>(dst_.data() + r.dst_offset),
-            reinterpret_cast<const unsigned*>(src_.on(sender) + r.src_offset), r.count, wrong_);
+            reinterpret_cast<const unsigned*>(src_.on(sender) + r.src_offset), r.count, 0, 0u,
+            wrong_);
         IRIS_CUDA_CHECK(cudaGetLastError());
       }
     }

@@ -253,6 +253,32 @@ __device__ inline std::uint64_t device_clock_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
   return ns;
 }
+
+/// Counts into `*wrong` the words of `got` that differ from `want` in [0, count), and those in
+/// [count, count + guard) that no longer hold `poison` (written past the end). How benchmarks
+/// check a call once before they time it.
+template <class Word>
+__global__ void count_mismatches(const Word* got, const Word* want, std::size_t count,
+                                 std::size_t guard, Word poison, unsigned long long* wrong) {
+  unsigned long long mine = 0;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count + guard;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    mine += got[i] != (i < count ? want[i] : poison);
+  if (mine != 0) atomicAdd(wrong, mine);
+}
 #endif
+
+/// The tile each of `groups` groups moves per call when `count` elements are cut into equal
+/// tiles of at most `largest` elements, each a multiple of `align` (where it is smaller than
+/// `largest`): every group then makes the same number of calls. Tiles of a fixed size would
+/// leave some groups one call more than the others, and a last round run by part of the grid.
+__host__ __device__ constexpr std::size_t equal_tile(std::size_t count, std::size_t groups,
+                                                     std::size_t largest, std::size_t align) {
+  if (count == 0) return largest;
+  const std::size_t rounds = (count + groups * largest - 1) / (groups * largest);
+  const std::size_t step = align < largest ? align : largest;
+  const std::size_t share = (count + groups * rounds - 1) / (groups * rounds);
+  return (share + step - 1) / step * step;
+}
 
 }  // namespace iris::bench

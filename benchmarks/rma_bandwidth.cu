@@ -27,6 +27,7 @@ namespace {
 constexpr int kThreadsPerBlock = 512;
 constexpr int kVectorBytes = 16;  // one 128-bit access
 constexpr std::size_t kFloatsPerVector = kVectorBytes / sizeof(float);
+constexpr std::size_t kFloatsPerLine = 128 / sizeof(float);
 
 // ---- kernels ---------------------------------------------------------------------------------
 
@@ -55,17 +56,22 @@ constexpr std::size_t kElementsPerMember =
 
 enum class Op { kPut, kGet, kCopy };
 
-/// Rank 0's side of put/get/copy: the grid's groups take tiles of the range in turn, one device
-/// API call per tile (iris::grid: one call for the whole range). put and copy write `dst` on
-/// `peer` from local `src`; get reads `src` on `peer` into local `dst`.
+/// Rank 0's side of put/get/copy: the range is cut into equal tiles of at most one call's worth
+/// (G::size() x kElementsPerMember), as many per group as it takes, one device API call per tile
+/// (iris::grid: one call for the whole range). Equal tiles give every group the same work; tiles
+/// of a fixed size would leave some groups one more call than others, and a last round run by
+/// part of the grid (at 64 MiB over 132 blocks, 16 calls for some blocks and 15 for the rest).
+/// put and copy write `dst` on `peer` from local `src`; get reads `src` on `peer` into `dst`.
 template <Op kOp, class G>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     move_tiles(const __grid_constant__ iris::device::Context ctx, float* dst, const float* src,
                std::size_t count, int peer) {
   const G group{};
   const GroupSlot slot = group_slot<G>();
-  const std::size_t tile =
+  const std::size_t largest_tile =
       std::is_same_v<G, iris::grid> ? count : std::size_t{G::size()} * kElementsPerMember<G>;
+  // Tiles start on a cache line: a line split between two groups' tiles is written in two parts.
+  const std::size_t tile = iris::bench::equal_tile(count, slot.count, largest_tile, kFloatsPerLine);
   for (std::size_t start = slot.index * tile; start < count; start += slot.count * tile) {
     const std::size_t n = std::min(tile, count - start);
     if constexpr (kOp == Op::kPut) iris::device::put(group, ctx, dst + start, src + start, n, peer);
@@ -111,21 +117,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < vectors;
        i += std::size_t{gridDim.x} * blockDim.x)
     dst[i] = src[i];
-}
-
-/// Counts the vectors of `got` that differ from `want` in [0, vectors), and those in
-/// [vectors, vectors + guard) that no longer hold `poison` (written past the end).
-__global__ void count_mismatches(const uint4* got, const uint4* want, std::size_t vectors,
-                                 std::size_t guard, uint4 poison, unsigned long long* wrong) {
-  unsigned long long mine = 0;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < vectors + guard;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    const uint4 expected = i < vectors ? want[i] : poison;
-    const uint4 seen = got[i];
-    mine += seen.x != expected.x || seen.y != expected.y || seen.z != expected.z ||
-            seen.w != expected.w;
-  }
-  if (mine != 0) atomicAdd(wrong, mine);
 }
 
 // ---- the variants ----------------------------------------------------------------------------
@@ -257,7 +248,7 @@ class Bench {
   }
   int sms() const { return sms_; }
 
-  /// Moves `bytes` once into a poisoned destination and counts the vectors that are wrong,
+  /// Moves `bytes` once into a poisoned destination and counts the 4-byte words that are wrong,
   /// including a guard band past the end that must stay poisoned.
   unsigned long long check(const Variant& v, std::size_t bytes, int blocks) {
     const std::size_t guard_bytes = std::min<std::size_t>(4096, dst_.bytes() - bytes);
@@ -268,10 +259,9 @@ class Bench {
     v.enqueue(bytes, 0, blocks, stream_);
     IRIS_CUDA_CHECK(cudaGetLastError());
     IRIS_CUDA_CHECK(cudaMemsetAsync(wrong_, 0, sizeof(unsigned long long), stream_));
-    const uint4 poison{~0u, ~0u, ~0u, ~0u};
-    count_mismatches<<<2 * sms_, 256, 0, stream_>>>(
-        reinterpret_cast<const uint4*>(dst), reinterpret_cast<const uint4*>(want),
-        bytes / kVectorBytes, guard_bytes / kVectorBytes, poison, wrong_);
+    iris::bench::count_mismatches<<<2 * sms_, 256, 0, stream_>>>(
+        reinterpret_cast<const unsigned*>(dst), reinterpret_cast<const unsigned*>(want),
+        bytes / sizeof(unsigned), guard_bytes / sizeof(unsigned), ~0u, wrong_);
     IRIS_CUDA_CHECK(cudaGetLastError());
     unsigned long long wrong = 0;
     IRIS_CUDA_CHECK(
@@ -417,9 +407,9 @@ int main(int argc, char** argv) {
         const Variant& variant = variants[v];
         try {
           if (const auto wrong = bench.check(variant, sizes[s], bench.sms()); wrong != 0) {
-            std::printf("WRONG: %s %s, %zu bytes: %llu of %zu 16-byte vectors differ\n",
+            std::printf("WRONG: %s %s, %zu bytes: %llu of %zu 4-byte words differ\n",
                         variant.op.c_str(), variant.coop.c_str(), sizes[s], wrong,
-                        sizes[s] / kVectorBytes);
+                        sizes[s] / sizeof(unsigned));
             ++failures;
           }
           Measurement& m = results[v][s];
