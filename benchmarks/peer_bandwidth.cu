@@ -28,7 +28,6 @@ namespace {
 
 constexpr int kThreadsPerBlock = 512;
 constexpr std::size_t kFloatsPerTile = kThreadsPerBlock * 16;  // 32 KiB per block and call
-constexpr std::size_t kFloatsPerLine = 128 / sizeof(float);
 constexpr int kMaxRoutes = 64;
 
 /// `count` floats from src + src_offset here to dst + dst_offset on `peer`.
@@ -44,8 +43,8 @@ struct Routes {
   Route route[kMaxRoutes];
 };
 
-/// Block b serves route b % routes.size, the route's blocks taking equal tiles of it (of at most
-/// kFloatsPerTile floats, starting on cache lines) in turn, one block-cooperative put per tile.
+/// Block b serves route b % routes.size, its blocks taking the route's tiles in turn, one
+/// block-cooperative put per tile.
 __global__ void __launch_bounds__(kThreadsPerBlock)
     put_routes(const __grid_constant__ iris::device::Context ctx, float* dst, const float* src,
                const Routes routes) {
@@ -53,10 +52,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const Route& r = routes.route[blockIdx.x % n];
   const std::size_t first_block = blockIdx.x / n;
   const std::size_t blocks = (gridDim.x - blockIdx.x % n + n - 1) / n;
-  const std::size_t tile = iris::bench::equal_tile(r.count, blocks, kFloatsPerTile, kFloatsPerLine);
-  for (std::size_t start = first_block * tile; start < r.count; start += blocks * tile) {
+  for (std::size_t start = first_block * kFloatsPerTile; start < r.count;
+       start += blocks * kFloatsPerTile) {
     const std::size_t left = r.count - start;
-    const std::size_t count = left < tile ? left : tile;
+    const std::size_t count = left < kFloatsPerTile ? left : kFloatsPerTile;
     iris::device::put(iris::block{}, ctx, dst + r.dst_offset + start, src + r.src_offset + start,
                       count, r.peer);
   }

@@ -268,17 +268,4 @@ __global__ void count_mismatches(const Word* got, const Word* want, std::size_t 
 }
 #endif
 
-/// The tile each of `groups` groups moves per call when `count` elements are cut into equal
-/// tiles of at most `largest` elements, each a multiple of `align` (where it is smaller than
-/// `largest`): every group then makes the same number of calls. Tiles of a fixed size would
-/// leave some groups one call more than the others, and a last round run by part of the grid.
-__host__ __device__ constexpr std::size_t equal_tile(std::size_t count, std::size_t groups,
-                                                     std::size_t largest, std::size_t align) {
-  if (count == 0) return largest;
-  const std::size_t rounds = (count + groups * largest - 1) / (groups * largest);
-  const std::size_t step = align < largest ? align : largest;
-  const std::size_t share = (count + groups * rounds - 1) / (groups * rounds);
-  return (share + step - 1) / step * step;
-}
-
 }  // namespace iris::bench

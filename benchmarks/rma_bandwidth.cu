@@ -27,7 +27,6 @@ namespace {
 constexpr int kThreadsPerBlock = 512;
 constexpr int kVectorBytes = 16;  // one 128-bit access
 constexpr std::size_t kFloatsPerVector = kVectorBytes / sizeof(float);
-constexpr std::size_t kFloatsPerLine = 128 / sizeof(float);
 
 // ---- kernels ---------------------------------------------------------------------------------
 
@@ -56,22 +55,21 @@ constexpr std::size_t kElementsPerMember =
 
 enum class Op { kPut, kGet, kCopy };
 
-/// Rank 0's side of put/get/copy: the range is cut into equal tiles of at most one call's worth
-/// (G::size() x kElementsPerMember), as many per group as it takes, one device API call per tile
-/// (iris::grid: one call for the whole range). Equal tiles give every group the same work; tiles
-/// of a fixed size would leave some groups one more call than others, and a last round run by
-/// part of the grid (at 64 MiB over 132 blocks, 16 calls for some blocks and 15 for the rest).
-/// put and copy write `dst` on `peer` from local `src`; get reads `src` on `peer` into `dst`.
+/// Rank 0's side of put/get/copy: the grid's groups take tiles of the range in turn, one device
+/// API call per tile (iris::grid: one call for the whole range). put and copy write `dst` on
+/// `peer` from local `src`; get reads `src` on `peer` into local `dst`. Tiles of one call's
+/// worth, at multiples of their size, measured faster than equal shares cut to fit the grid
+/// (0.93 against 0.91 of cudaMemcpy at 64 MiB, 0.95 against 0.92 at 256 MiB; see
+/// benchmarks/results/2026-12-03-h200-session3/put_study.log): the place of a tile matters more
+/// than the last round's idle blocks.
 template <Op kOp, class G>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     move_tiles(const __grid_constant__ iris::device::Context ctx, float* dst, const float* src,
                std::size_t count, int peer) {
   const G group{};
   const GroupSlot slot = group_slot<G>();
-  const std::size_t largest_tile =
+  const std::size_t tile =
       std::is_same_v<G, iris::grid> ? count : std::size_t{G::size()} * kElementsPerMember<G>;
-  // Tiles start on a cache line: a line split between two groups' tiles is written in two parts.
-  const std::size_t tile = iris::bench::equal_tile(count, slot.count, largest_tile, kFloatsPerLine);
   for (std::size_t start = slot.index * tile; start < count; start += slot.count * tile) {
     const std::size_t n = std::min(tile, count - start);
     if constexpr (kOp == Op::kPut) iris::device::put(group, ctx, dst + start, src + start, n, peer);

@@ -70,6 +70,9 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_units(team t, std::byte* dst, const st
 template <std::size_t Unit, std::size_t MinAlign>
 IRIS_DEVICE_FN void copy_bytes(team t, std::byte* dst, const std::byte* src, std::size_t bytes) {
   const auto d = reinterpret_cast<std::uintptr_t>(dst);
+  // The common case first, on the shortest path: whole units from aligned addresses.
+  if ((d | reinterpret_cast<std::uintptr_t>(src) | bytes) % Unit == 0)
+    return copy_units<Unit, kUnitsInFlight>(t, dst, src, bytes / Unit);
   if constexpr (Unit > MinAlign) {
     if ((d ^ reinterpret_cast<std::uintptr_t>(src)) % Unit != 0)
       return copy_bytes<Unit / 2, MinAlign>(t, dst, src, bytes);
