@@ -6,34 +6,25 @@
 
 namespace iris::device {
 
-namespace detail {
-/// The checks behind check_access, kept out of line: a kernel whose checks are off then carries
-/// neither their code nor a stack frame for their report on its hot path.
-__noinline__ IRIS_DEVICE_FN inline void check_access_now(const Context& ctx, const char* operation,
-                                                         const void* ptr, std::size_t bytes,
-                                                         int to) {
-  if (to < 0 || to >= ctx.world_size()) {
-    report_and_trap(ctx, {.kind = ErrorKind::kBadRank,
-                          .operation = operation,
-                          .target_rank = to,
-                          .heap_offset = local_heap_offset(ctx, ptr),
-                          .bytes = bytes});
-  }
-  const std::int64_t offset = local_heap_offset(ctx, ptr);
-  const auto heap_size = static_cast<std::int64_t>(ctx.heap_size());
-  if (offset < 0 || offset > heap_size || bytes > static_cast<std::size_t>(heap_size - offset)) {
-    report_and_trap(ctx, {.kind = ErrorKind::kOutsideHeap,
-                          .operation = operation,
-                          .target_rank = to,
-                          .heap_offset = offset,
-                          .bytes = bytes});
-  }
-}
-}  // namespace detail
-
 IRIS_DEVICE_FN inline void check_access(const Context& ctx, const char* operation, const void* ptr,
                                         std::size_t bytes, int to) {
-  if (ctx.debug_checks()) detail::check_access_now(ctx, operation, ptr, bytes, to);
+  if (!ctx.debug_checks()) return;
+  if (to < 0 || to >= ctx.world_size()) {
+    detail::report_and_trap(ctx, {.kind = detail::ErrorKind::kBadRank,
+                                  .operation = operation,
+                                  .target_rank = to,
+                                  .heap_offset = detail::local_heap_offset(ctx, ptr),
+                                  .bytes = bytes});
+  }
+  const std::int64_t offset = detail::local_heap_offset(ctx, ptr);
+  const auto heap_size = static_cast<std::int64_t>(ctx.heap_size());
+  if (offset < 0 || offset > heap_size || bytes > static_cast<std::size_t>(heap_size - offset)) {
+    detail::report_and_trap(ctx, {.kind = detail::ErrorKind::kOutsideHeap,
+                                  .operation = operation,
+                                  .target_rank = to,
+                                  .heap_offset = offset,
+                                  .bytes = bytes});
+  }
 }
 
 namespace detail {
