@@ -46,7 +46,7 @@ class Row {
     char shown[64];
     std::snprintf(shown, sizeof(shown), format, value);
     char exact[64];
-    std::snprintf(exact, sizeof(exact), "%.9g", value);
+    std::snprintf(exact, sizeof(exact), "%.15g", value);  // integers up to 1e15 exactly
     return put(key, exact, shown);
   }
   const std::vector<std::string>& keys() const { return keys_; }
