@@ -24,9 +24,14 @@
 
 namespace {
 
-constexpr int kThreadsPerBlock = 512;
+constexpr int kThreadsPerBlock = 256;
 constexpr int kVectorBytes = 16;  // one 128-bit access
 constexpr std::size_t kFloatsPerVector = kVectorBytes / sizeof(float);
+/// 16-byte vectors each thread moves per call. Two, with the five blocks per SM that the put
+/// kernels' registers allow, keep ~40 KiB of reads in flight per SM: one vector per thread was
+/// 0.88-0.91 of cudaMemcpy, two 0.98, four 0.95 (one block per tile, H200, 64 MiB-1 GiB; see
+/// benchmarks/results/2026-12-03-h200-session5/put_study7.log).
+constexpr std::size_t kVectorsPerThread = 2;
 
 // ---- kernels ---------------------------------------------------------------------------------
 
@@ -46,22 +51,17 @@ __device__ GroupSlot group_slot() {
   return {0, 1};  // iris::grid: the whole grid is one group
 }
 
-/// Elements one call of put/get/copy moves per group member: one vector for a lone thread (so a
-/// warp's threads still touch consecutive vectors), four for warps and blocks (the device API
-/// keeps four 16-byte accesses in flight per thread).
-template <class G>
-constexpr std::size_t kElementsPerMember =
-    std::is_same_v<G, iris::thread> ? kFloatsPerVector : 4 * kFloatsPerVector;
+/// Elements one call of put/get/copy moves per group member.
+constexpr std::size_t kElementsPerMember = kVectorsPerThread * kFloatsPerVector;
 
 enum class Op { kPut, kGet, kCopy };
 
 /// Rank 0's side of put/get/copy: the grid's groups take tiles of the range in turn, one device
 /// API call per tile (iris::grid: one call for the whole range). put and copy write `dst` on
-/// `peer` from local `src`; get reads `src` on `peer` into local `dst`. Tiles of one call's
-/// worth, at multiples of their size, measured faster than equal shares cut to fit the grid
-/// (0.93 against 0.91 of cudaMemcpy at 64 MiB, 0.95 against 0.92 at 256 MiB; see
-/// benchmarks/results/2026-12-03-h200-session3/put_study.log): the place of a tile matters more
-/// than the last round's idle blocks.
+/// `peer` from local `src`; get reads `src` on `peer` into local `dst`. With a grid of one pass
+/// (a group per tile) the loop runs once: that is the fastest shape for bulk moves, 0.98-1.0 of
+/// cudaMemcpy against 0.95 for persistent grids looping over the tiles (put_study6/7 in
+/// benchmarks/results/2026-12-03-h200-session5/).
 template <Op kOp, class G>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     move_tiles(const __grid_constant__ iris::device::Context ctx, float* dst, const float* src,
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const G group{};
   const GroupSlot slot = group_slot<G>();
   const std::size_t tile =
-      std::is_same_v<G, iris::grid> ? count : std::size_t{G::size()} * kElementsPerMember<G>;
+      std::is_same_v<G, iris::grid> ? count : std::size_t{G::size()} * kElementsPerMember;
   for (std::size_t start = slot.index * tile; start < count; start += slot.count * tile) {
     const std::size_t n = std::min(tile, count - start);
     if constexpr (kOp == Op::kPut) iris::device::put(group, ctx, dst + start, src + start, n, peer);
@@ -79,12 +79,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-/// Independent tiles each group loads before it stores any: what hides the latency of a read.
-constexpr int kTilesInFlight = 4;
-
-/// What a kernel written with the register-level API does: the group loads tiles of rank
-/// `from`'s `src` into registers (one 16-byte vector per member and tile), then stores them to
-/// rank `to`'s `dst`. "load" is from = peer, to = self; "store" is from = self, to = peer.
+/// What a kernel written with the register-level API does: the group loads kVectorsPerThread
+/// tiles of rank `from`'s `src` into registers (one 16-byte vector per member and tile), then
+/// stores them to rank `to`'s `dst`. "load" is from = peer, to = self; "store" is from = self,
+/// to = peer.
 template <class G>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     move_through_registers(const __grid_constant__ iris::device::Context ctx, float* dst,
@@ -92,6 +90,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const G group{};
   const GroupSlot slot = group_slot<G>();
   const std::size_t tile = std::size_t{G::size()} * kFloatsPerVector;
+  constexpr int kTilesInFlight = kVectorsPerThread;
   for (std::size_t first = slot.index; first * tile < count; first += kTilesInFlight * slot.count) {
     cuda::std::array<float, kFloatsPerVector> values[kTilesInFlight];
 #pragma unroll
@@ -126,7 +125,8 @@ struct Variant {
   std::string coop;
   int src_rank;
   int dst_rank;
-  const void* kernel;  // for the occupancy query; null for the copy-engine/driver baselines
+  const void* kernel;              // for the occupancy query; null for the driver's baselines
+  std::size_t vectors_per_thread;  // in one pass over the range
   std::function<void(std::size_t bytes, std::size_t offset, int blocks, cudaStream_t)> enqueue;
 };
 
@@ -141,6 +141,7 @@ Variant tile_variant(const iris::Context& ctx, const std::string& op, const std:
           get ? peer : self,
           get ? self : peer,
           reinterpret_cast<const void*>(&move_tiles<kOp, G>),
+          kVectorsPerThread,
           [=](std::size_t bytes, std::size_t offset, int blocks, cudaStream_t stream) {
             move_tiles<kOp, G><<<blocks, kThreadsPerBlock, 0, stream>>>(
                 device, dst + offset, src + offset, bytes / sizeof(float), peer);
@@ -156,6 +157,7 @@ Variant register_variant(const iris::Context& ctx, const std::string& op, const 
           from,
           to,
           reinterpret_cast<const void*>(&move_through_registers<G>),
+          kVectorsPerThread,
           [=](std::size_t bytes, std::size_t offset, int blocks, cudaStream_t stream) {
             move_through_registers<G><<<blocks, kThreadsPerBlock, 0, stream>>>(
                 device, dst + offset, src + offset, bytes / sizeof(float), from, to);
@@ -194,7 +196,7 @@ std::vector<Variant> make_variants(const iris::Context& ctx, iris::Buffer<float>
   // Baselines, same direction and memory as put.
   float* peer_dst = dst.on(peer);
   variants.push_back({"plain 16-byte kernel", "-", self, peer,
-                      reinterpret_cast<const void*>(&plain_copy),
+                      reinterpret_cast<const void*>(&plain_copy), 1,
                       [=](std::size_t bytes, std::size_t offset, int blocks, cudaStream_t stream) {
                         plain_copy<<<blocks, kThreadsPerBlock, 0, stream>>>(
                             reinterpret_cast<uint4*>(peer_dst + offset),
@@ -202,7 +204,7 @@ std::vector<Variant> make_variants(const iris::Context& ctx, iris::Buffer<float>
                       }});
   const int self_device = devices[self], peer_device = devices[peer];
   if (peer_device >= 0) {
-    variants.push_back({"cudaMemcpyPeer", "-", self, peer, nullptr,
+    variants.push_back({"cudaMemcpyPeer", "-", self, peer, nullptr, 0,
                         [=](std::size_t bytes, std::size_t offset, int, cudaStream_t stream) {
                           IRIS_CUDA_CHECK(cudaMemcpyPeerAsync(peer_dst + offset, peer_device,
                                                               s + offset, self_device, bytes,
@@ -210,7 +212,7 @@ std::vector<Variant> make_variants(const iris::Context& ctx, iris::Buffer<float>
                         }});
   }
   // The ceiling the ratios are taken against: a local device-to-device copy on rank 0's GPU.
-  variants.push_back({kMemcpyName, "-", self, self, nullptr,
+  variants.push_back({kMemcpyName, "-", self, self, nullptr, 0,
                       [=](std::size_t bytes, std::size_t offset, int, cudaStream_t stream) {
                         IRIS_CUDA_CHECK(cudaMemcpyAsync(d + offset, s + offset, bytes,
                                                         cudaMemcpyDeviceToDevice, stream));
@@ -220,9 +222,18 @@ std::vector<Variant> make_variants(const iris::Context& ctx, iris::Buffer<float>
 
 // ---- measuring -------------------------------------------------------------------------------
 
-/// Blocks per SM the grid-size sweep tries, up to the kernel's occupancy (the persistent grid:
-/// every block resident, each striding over the range).
-constexpr int kBlocksPerSmCandidates[] = {1, 2, 3, 4};
+/// The grids the sweep tries. First the one-pass grid: a block for every kThreadsPerBlock x
+/// vectors_per_thread vectors, each thread moving its vectors once. Then persistent grids of
+/// 1 to 8 blocks per SM (up to the kernel's occupancy), every block resident and looping over
+/// the range, as a kernel that also computes would be.
+constexpr const char* kOnePass = "1 pass";
+constexpr int kBlocksPerSmCandidates[] = {1, 2, 4, 8};
+
+std::vector<std::string> grid_labels() {
+  std::vector<std::string> labels{kOnePass};
+  for (const int per_sm : kBlocksPerSmCandidates) labels.push_back(std::to_string(per_sm) + "/SM");
+  return labels;
+}
 
 struct Measurement {
   bool ran = false;  // false: the call failed (see the message printed then)
@@ -230,7 +241,8 @@ struct Measurement {
   double ratio = 0;  // to the reference, timed in turn with it (Bench::paired_ratio)
   double ms = 0;
   int blocks = 0;
-  std::map<int, double> gbps_by_blocks_per_sm;  // the sweep
+  std::string grid;                            // the best grid's label
+  std::map<std::string, double> gbps_by_grid;  // the sweep
 };
 
 class Bench {
@@ -309,22 +321,25 @@ class Bench {
     int occupancy = 0;
     IRIS_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, v.kernel, kThreadsPerBlock, 0));
-    // A grid larger than one vector per thread only adds idle blocks.
-    const auto useful_blocks = static_cast<int>(
-        std::max<std::size_t>(1, bytes / (std::size_t{kVectorBytes} * kThreadsPerBlock)));
-    std::vector<int> tried;
+    const std::size_t bytes_per_block =
+        std::size_t{kVectorBytes} * v.vectors_per_thread * kThreadsPerBlock;
+    const auto one_pass_blocks =
+        static_cast<int>(std::max<std::size_t>(1, (bytes + bytes_per_block - 1) / bytes_per_block));
+    std::vector<std::pair<std::string, int>> grids{{kOnePass, one_pass_blocks}};
     for (const int per_sm : kBlocksPerSmCandidates) {
-      if (per_sm > occupancy) continue;
-      const int blocks = std::min(per_sm * sms_, useful_blocks);
-      if (std::find(tried.begin(), tried.end(), blocks) != tried.end()) continue;
-      tried.push_back(blocks);
+      // A persistent grid as large as the one-pass grid is the same grid.
+      if (per_sm <= occupancy && per_sm * sms_ < one_pass_blocks)
+        grids.emplace_back(std::to_string(per_sm) + "/SM", per_sm * sms_);
+    }
+    for (const auto& [label, blocks] : grids) {
       const double ms = median_ms(v, bytes, blocks);
       const double gbps = iris::bench::gb_per_s(static_cast<double>(bytes), ms);
-      m.gbps_by_blocks_per_sm[per_sm] = gbps;
+      m.gbps_by_grid[label] = gbps;
       if (gbps > m.gbps) {
         m.gbps = gbps;
         m.ms = ms;
         m.blocks = blocks;
+        m.grid = label;
       }
     }
     return m;
@@ -447,8 +462,7 @@ int main(int argc, char** argv) {
           gbps_row.text(size_label(sizes[s]), "n/a");
           ratio_row.text(size_label(sizes[s]), "n/a");
           if (sizes[s] == sweep_bytes)
-            for (const int per_sm : kBlocksPerSmCandidates)
-              sweep_row.text(std::to_string(per_sm) + "/SM", "n/a");
+            for (const std::string& label : grid_labels()) sweep_row.text(label, "n/a");
           continue;
         }
         const bool has_ratio = m.ratio > 0;
@@ -465,6 +479,7 @@ int main(int argc, char** argv) {
             .number("GBps", m.gbps)
             .number("ms_median", m.ms, "%.4f")
             .number("blocks", m.blocks, "%.0f");
+        if (!m.grid.empty()) json_row.text("grid", m.grid);
         if (has_ratio) json_row.number("ratio", m.ratio).text("ratio_to", reference_name);
         json_rows.push_back(json_row);
         const bool target_op =
@@ -476,12 +491,12 @@ int main(int argc, char** argv) {
           worst_target = variants[v].op + " block at " + size_label(sizes[s]);
         }
         if (sizes[s] == sweep_bytes) {
-          for (const int per_sm : kBlocksPerSmCandidates) {
-            const auto it = m.gbps_by_blocks_per_sm.find(per_sm);
-            if (it == m.gbps_by_blocks_per_sm.end()) {
-              sweep_row.text(std::to_string(per_sm) + "/SM", "-");
+          for (const std::string& label : grid_labels()) {
+            const auto it = m.gbps_by_grid.find(label);
+            if (it == m.gbps_by_grid.end()) {
+              sweep_row.text(label, "-");
             } else {
-              sweep_row.number(std::to_string(per_sm) + "/SM", it->second, gbps_format(it->second));
+              sweep_row.number(label, it->second, gbps_format(it->second));
             }
           }
         }
@@ -493,11 +508,15 @@ int main(int argc, char** argv) {
 
     const std::string convention =
         "GB/s = payload bytes / time (1e9 B/s): moving N bytes counts N. Median of " +
-        std::to_string(samples) +
-        " samples, best grid of {1,2,3,4} blocks/SM (up to occupancy) x " +
-        std::to_string(bench.sms()) + " SMs, " + std::to_string(kThreadsPerBlock) +
-        " threads/block. put/copy/store/kernel/cudaMemcpyPeer: rank 0 -> rank 1; get/load: rank 1 "
-        "-> rank 0.";
+        std::to_string(samples) + " samples, " + std::to_string(kThreadsPerBlock) +
+        " threads/block, best grid of: one pass (a block per " +
+        std::to_string(kThreadsPerBlock * kVectorsPerThread * kVectorBytes / 1024) +
+        " KiB, each thread moving its " + std::to_string(kVectorsPerThread) +
+        " vectors once; the plain kernel one) or persistent, {1,2,4,8} blocks/SM (up to "
+        "occupancy) x " +
+        std::to_string(bench.sms()) +
+        " SMs. put/copy/store/kernel/cudaMemcpyPeer: rank 0 -> rank 1; get/load: rank 1 -> rank "
+        "0.";
     const std::string where =
         shared_gpu ? "ranks 0 and 1 share one GPU (MPS): 'peer' memory is the same HBM, so every "
                      "op reads N and writes N bytes of HBM (HBM traffic = 2 x GB/s; H200 ceiling "
@@ -510,7 +529,8 @@ int main(int argc, char** argv) {
                                  " samples of reference time / op time, the two timed in turn "
                                  "(at the op's best grid)");
     iris::bench::print_table(
-        "grid-size sweep at " + size_label(sweep_bytes) + ", GB/s by blocks per SM", sweep_rows);
+        "grid sweep at " + size_label(sweep_bytes) + ", GB/s: one pass, then persistent grids",
+        sweep_rows);
     if (!worst_target.empty()) {
       std::printf(
           "\ntarget (put/get/copy, block cooperation, >= 64 MiB: >= 0.95 of %s): %s "
