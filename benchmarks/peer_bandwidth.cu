@@ -4,7 +4,7 @@
 //   iris-run -n N ./bench_peer_bandwidth [--mib 256] [--samples 11] [--json out.json]
 //
 // pairs       for each ordered pair (s, d), rank s puts --mib MiB into rank d while the others
-//             wait; next to it, the copy engine moving the same bytes between the same buffers
+//             wait; next to it, the driver's copy of the same bytes between the same buffers
 //             (cudaMemcpyAsync from rank s), and their ratio (the two timed in turn).
 // ring        every rank at once puts --mib MiB into its right neighbour.
 // all-to-all  every rank at once puts --mib MiB, split evenly, into all the other ranks (its
@@ -169,21 +169,22 @@ class Bench {
     return slowest;
   }
 
-  /// The copy engine moving rank `from`'s source into rank `to`'s destination: its GB/s, and
+  /// The driver's copy of rank `from`'s source into rank `to`'s destination (a copy engine
+  /// between GPUs, a kernel on the SMs within one GPU): its GB/s, and
   /// the median of copy time / put time with the two timed in turn on rank `from` while the
   /// others wait. Returns {0, 0} on the other ranks.
-  std::pair<double, double> against_copy_engine(const Pattern& p, int from, int to) {
+  std::pair<double, double> against_driver_copy(const Pattern& p, int from, int to) {
     if (ctx_.rank() != from) return {0, 0};
     try {
-      return copy_engine_and_ratio(p, to);
+      return driver_copy_and_ratio(p, to);
     } catch (const iris::Error& error) {  // a platform that refuses this copy: no baseline
-      std::printf("copy engine %d -> %d: %s\n", from, to, error.what());
+      std::printf("driver copy %d -> %d: %s\n", from, to, error.what());
       return {0, 0};
     }
   }
 
  private:
-  std::pair<double, double> copy_engine_and_ratio(const Pattern& p, int to) {
+  std::pair<double, double> driver_copy_and_ratio(const Pattern& p, int to) {
     const std::size_t bytes = static_cast<std::size_t>(p.bytes_per_sender);
     iris::bench::Repeats one;
     one.samples = 1;
@@ -244,7 +245,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     std::vector<iris::bench::Row> json_rows;
 
-    // Pairs: a matrix of put GB/s and one of the ratio to the copy engine.
+    // Pairs: a matrix of put GB/s and one of the ratio to the driver's copy.
     std::vector<iris::bench::Row> put_rows, ratio_rows;
     for (int from = 0; from < world; ++from) {
       iris::bench::Row put_row, ratio_row;
@@ -261,7 +262,7 @@ int main(int argc, char** argv) {
         const double gbps =
             iris::bench::gb_per_s(p.bytes_per_sender, iris::bench::summarize(bench.time(p)).median);
         ctx.barrier();
-        auto [copy_gbps, ratio] = bench.against_copy_engine(p, from, to);
+        auto [copy_gbps, ratio] = bench.against_driver_copy(p, from, to);
         double shared[2] = {copy_gbps, ratio};
         ctx.bootstrap().broadcast(shared, sizeof(shared), from);
         put_row.number(std::to_string(to), gbps, "%.0f");
@@ -275,8 +276,8 @@ int main(int argc, char** argv) {
                                 .number("from", from, "%.0f")
                                 .number("to", to, "%.0f")
                                 .number("GBps", gbps)
-                                .number("copy_engine_GBps", shared[0])
-                                .number("ratio_to_copy_engine", shared[1]));
+                                .number("driver_copy_GBps", shared[0])
+                                .number("ratio_to_driver_copy", shared[1]));
       }
       put_rows.push_back(put_row);
       ratio_rows.push_back(ratio_row);
@@ -318,7 +319,7 @@ int main(int argc, char** argv) {
                                      where;
       iris::bench::print_table("put, rank 'from' -> rank 'to', GB/s", put_rows, convention);
       iris::bench::print_table(
-          "put / copy engine (cudaMemcpyAsync, same buffers), time ratio timed in turn",
+          "put / driver's copy (cudaMemcpyAsync, same buffers), time ratio timed in turn",
           ratio_rows);
       iris::bench::print_table("every rank sending at once", together_rows);
       iris::bench::write_json(json_path, "peer_bandwidth", json_rows, convention);

@@ -398,8 +398,9 @@ int main(int argc, char** argv) {
 
     Bench bench(dst, src, samples);
     const std::vector<Variant> variants = make_variants(ctx, dst, src, kPeer, devices);
-    // Ratios are taken against what a copy engine or the driver does between the same two GPUs:
-    // cudaMemcpy D2D when the ranks share a GPU (the issue's target), cudaMemcpyPeer otherwise.
+    // Ratios are taken against the driver's copy between the same two GPUs: cudaMemcpy D2D when
+    // the ranks share a GPU (the issue's target; a copy kernel on the SMs), cudaMemcpyPeer
+    // otherwise (a copy engine).
     const auto index_of = [&](const std::string& op) {
       return static_cast<std::size_t>(std::find_if(variants.begin(), variants.end(),
                                                    [&](const Variant& v) { return v.op == op; }) -
