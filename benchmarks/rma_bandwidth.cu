@@ -27,10 +27,10 @@ namespace {
 constexpr int kThreadsPerBlock = 256;
 constexpr int kVectorBytes = 16;  // one 128-bit access
 constexpr std::size_t kFloatsPerVector = kVectorBytes / sizeof(float);
-/// 16-byte vectors each thread moves per call. Two, with the five blocks per SM that the put
-/// kernels' registers allow, keep ~40 KiB of reads in flight per SM: one vector per thread was
-/// 0.88-0.91 of cudaMemcpy, two 0.98, four 0.95 (one block per tile, H200, 64 MiB-1 GiB; see
-/// benchmarks/results/2026-12-03-h200-session5/put_study7.log).
+/// 16-byte vectors each thread moves per call. Two, with the four or five blocks per SM that the
+/// put kernels' registers allow, keep 32-40 KiB of reads in flight per SM: for block put, one
+/// vector per thread was 0.88-0.89 of cudaMemcpy, two 0.98, four 0.95-0.97 (one block per tile,
+/// H200, 64 MiB-1 GiB; see benchmarks/results/2026-12-03-h200-session5/put_study7.log).
 constexpr std::size_t kVectorsPerThread = 2;
 
 // ---- kernels ---------------------------------------------------------------------------------
