@@ -11,6 +11,7 @@
 //
 //   iris/device/context.hpp   the device handle: rank, world size, pointer translation
 //   iris/device/coop.hpp      who cooperates: iris::thread, warp, warps<N>, block, grid
+//   iris/device/team.hpp      iris::team: a subset of the world's ranks (start, size, stride)
 //   iris/device/order.hpp     memory orders and scopes: iris::relaxed .. acq_rel, cta, gpu, sys
 //   iris/device/tile.hpp      tile_view and translate: reach a peer's tile in one step
 //   iris/device/rma.hpp       load, store, get, put, copy (1-D ranges and 2-D tiles)
@@ -29,4 +30,5 @@
 #include "iris/device/order.hpp"
 #include "iris/device/rma.hpp"
 #include "iris/device/signal.hpp"
+#include "iris/device/team.hpp"
 #include "iris/device/tile.hpp"
