@@ -31,6 +31,12 @@ machine_name() {
 }
 machine=${IRIS_MACHINE:-$(machine_name)}
 out="$results/$machine/$(date -u +%F)-$IRIS_COMMIT"
+# A second run of the same commit on the same day is a record of its own: <date>-<commit>-2, ...
+if [ -e "$out" ]; then
+  n=2
+  while [ -e "$out-$n" ]; do n=$((n + 1)); done
+  out="$out-$n"
+fi
 json_dir=$(mktemp -d)  # results are tarred into $out/json.tar: one file back, however many
 mkdir -p "$out"
 echo "results: $out"
