@@ -14,8 +14,7 @@
 // sample, the slowest rank's time (a collective is as fast as its last rank). Each pattern is
 // checked once before it is timed: destinations poisoned, every byte compared with the sender's
 // source, read through the heap. On one GPU shared by the ranks this measures HBM (each byte read
-// and written there); on an NVLink machine it measures the links (H100/H200: 450 GB/s per
-// direction per GPU).
+// and written there); on an NVLink machine it measures the links.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -307,9 +306,9 @@ int main(int argc, char** argv) {
       const bool one_gpu = std::all_of(devices.begin(), devices.end(),
                                        [&](int d) { return d >= 0 && d == devices[0]; });
       const std::string where =
-          one_gpu ? "all ranks share one GPU: every byte is read and written in the same HBM "
-                    "(H200: ~2100 GB/s payload for one copy at a time, shared by all senders)."
-                  : "ranks on different GPUs: NVLink (H100/H200: 450 GB/s per direction per GPU).";
+          one_gpu ? "all ranks share one GPU: every byte is read and written in the same HBM, "
+                    "whose bandwidth all senders share."
+                  : "ranks on different GPUs: NVLink.";
       const std::string convention = std::to_string(mib) +
                                      " MiB per sender, block-cooperative put, one " +
                                      std::to_string(kFloatsPerTile * sizeof(float) / 1024) +

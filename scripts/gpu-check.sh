@@ -1,17 +1,45 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one go (made for the lent H200, usable on any GPU machine):
-# build, GPU and multi-rank tests under MPS, the demo, the benchmarks. Logs and JSON results go
-# to OUTDIR (default ./gpu-results).
-#   scripts/gpu-check.sh [OUTDIR] [ctest regex]     (IRIS_GPU_CHECK_BENCH=0: tests and demo only)
+# build, GPU and multi-rank tests under MPS, the demo, the benchmarks. The logs and JSON results
+# are one record, RESULTS/<machine>/<date>-<commit>/, and the record's row (headline figures) is
+# appended to RESULTS/INDEX.md (benchmarks/results/INDEX.md says what a record holds).
+#   scripts/gpu-check.sh [RESULTS] [ctest regex]   (RESULTS default: benchmarks/results;
+#                                                   IRIS_GPU_CHECK_BENCH=0: tests and demo only)
+# <machine> is the GPU's name from nvidia-smi, lowercased and short (h200; 8xh200 for eight),
+# or IRIS_MACHINE; <date> is today's UTC date. On a lent machine pass RESULTS=$OUT: the record
+# and an INDEX.md holding its row come back, to be copied into benchmarks/results/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=$(realpath -m "${1:-gpu-results}")
+results=$(realpath -m "${1:-benchmarks/results}")
 filter=${2:-}
-json_dir=$(mktemp -d)  # results are tarred into $out/json.tar: one file back, however many
-mkdir -p "$out"
 # The commit the results are stamped with; pass IRIS_COMMIT where the tree's git metadata is not
 # the tree's own (a copied working tree).
 export IRIS_COMMIT=${IRIS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# "NVIDIA H200" -> h200, "NVIDIA H100 80GB HBM3" -> h100, "NVIDIA GeForce RTX 4090" -> rtx-4090.
+machine_name() {
+  local names count short
+  names=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) || { echo unknown; return; }
+  count=$(printf '%s\n' "$names" | grep -c .)
+  short=$(printf '%s\n' "$names" | head -n1 | tr 'A-Z' 'a-z' |
+          awk '{ out = ""; for (i = 1; i <= NF; ++i) {
+                   if ($i == "nvidia" || $i == "geforce" || $i == "tesla") continue;
+                   sub(/-.*/, "", $i); out = out (out == "" ? "" : "-") $i;
+                   if ($i ~ /[0-9]/) break }
+                 print out == "" ? "unknown" : out }')
+  [ "$count" -gt 1 ] && short="${count}x$short"
+  echo "$short"
+}
+machine=${IRIS_MACHINE:-$(machine_name)}
+out="$results/$machine/$(date -u +%F)-$IRIS_COMMIT"
+# A second run of the same commit on the same day is a record of its own: <date>-<commit>-2, ...
+if [ -e "$out" ]; then
+  n=2
+  while [ -e "$out-$n" ]; do n=$((n + 1)); done
+  out="$out-$n"
+fi
+json_dir=$(mktemp -d)  # results are tarred into $out/json.tar: one file back, however many
+mkdir -p "$out"
+echo "results: $out"
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines
 
 {
@@ -35,7 +63,17 @@ ctest --preset default ${filter:+-R "$filter"} --timeout 600 >"$out/tests.log" 2
 tests_rc=$?
 grep -E "tests passed|tests failed|\*\*\*Failed|Failed|Timeout|Skipped|Not Run" "$out/tests.log" | tail -n 40
 
-[ "${IRIS_GPU_CHECK_BENCH:-1}" = 0 ] && { build/tools/iris-run -n 4 --timeout 60 -- build/examples/example_00_hello; exit $tests_rc; }
+# The record's row in RESULTS/INDEX.md, with the headline figures of whatever ran.
+index_row() {
+  python3 scripts/results-index.py "$out" --what "$1" --index "$results/INDEX.md" ||
+    echo "gpu-check: could not add $out to $results/INDEX.md (python3 missing?)"
+}
+
+if [ "${IRIS_GPU_CHECK_BENCH:-1}" = 0 ]; then
+  build/tools/iris-run -n 4 --timeout 60 -- build/examples/example_00_hello
+  index_row "gpu-check: tests${filter:+ matching '$filter'}, demo"
+  exit $tests_rc
+fi
 
 # Runs one benchmark under iris-run and refreshes json.tar at once, so that results survive a
 # later time-out (and stay one file however many benchmarks there are).
@@ -61,7 +99,7 @@ bench() {
     done
   done
 } >"$out/bench.log" 2>&1
-grep -E "target|FAILED|WRONG|wrong data" "$out/bench.log" | head -n 40
+grep -E "lowest ratio|target|FAILED|WRONG|wrong data" "$out/bench.log" | head -n 40
 # One pass of the memory checkers over the device API tests: the single-process one, and each
 # multi-rank one at two ranks with every rank under the tool (not those that trap on purpose).
 for tool in memcheck racecheck; do
@@ -75,4 +113,5 @@ for tool in memcheck racecheck; do
     echo "compute-sanitizer $tool ${test##*/}: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1))"
   done
 done
+index_row "gpu-check: tests${filter:+ matching '$filter'}, benchmarks, examples, sanitizers"
 exit $tests_rc

@@ -42,8 +42,9 @@ void print_layout(const iris::Context& ctx) {
 int main() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("00_hello: no CUDA GPU is visible, so there is nothing to run. Iris needs an NVIDIA "
-                "GPU (Hopper or newer); run this under iris-run on a GPU machine.\n");
+    std::printf(
+        "00_hello: no CUDA GPU is visible, so there is nothing to run. Iris needs an NVIDIA "
+        "GPU (Hopper or newer); run this under iris-run on a GPU machine.\n");
     return 0;
   }
   try {

@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "report.hpp"
+#include "common/example.hpp"
 #include "iris/iris.hpp"
 
 namespace {
@@ -29,7 +29,7 @@ __global__ void load_from(const __grid_constant__ iris::device::Context ctx, int
 }  // namespace
 
 int main() {
-  if (!iris::bench::gpu_visible("01_load")) return 0;
+  if (!example::gpu_visible("01_load")) return 0;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 24;  // ints: 64 MiB per rank
@@ -39,25 +39,21 @@ int main() {
     auto received = ctx.zeros<int>(kCount);
 
     auto copy = [&] {
-      load_from<<<2 * iris::bench::sm_count(), 512>>>(
+      load_from<<<2 * example::sm_count(), 512>>>(
           ctx.device(), reinterpret_cast<int4*>(received.data()),
           reinterpret_cast<const int4*>(data.data()), kCount / 4, from);
     };
     copy();
     IRIS_CUDA_CHECK(cudaGetLastError());
     const std::vector<int> got = received.to_host();
-    std::size_t wrong = 0;
-    for (std::size_t i = 0; i < kCount; ++i) wrong += got[i] != static_cast<int>((from << 24) + i);
-    if (wrong != 0) {
-      std::printf("rank %d: %zu of %zu values loaded from rank %d are WRONG\n", ctx.rank(), wrong,
-                  kCount, from);
+    if (!example::check(ctx.rank(), "values loaded from the next rank", got,
+                        [&](std::size_t i) { return static_cast<int>((from << 24) + i); }))
       return 1;
-    }
 
     ctx.barrier();  // all ranks start timing together: their loads share the links (or the HBM)
-    const double ms = iris::bench::median_ms(nullptr, {}, [&](long) { copy(); });
+    const double ms = example::median_ms(nullptr, {}, [&](long) { copy(); });
     std::printf("rank %d: loaded %zu MiB from rank %d, all correct: %.0f GB/s\n", ctx.rank(),
-                kCount * sizeof(int) >> 20, from, iris::bench::gb_per_s(kCount * sizeof(int), ms));
+                kCount * sizeof(int) >> 20, from, example::gb_per_s(kCount * sizeof(int), ms));
     return 0;  // ~Context waits for every rank: no one unmaps `data` while a peer still reads it
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "01_load: %s\n", error.what());

@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "report.hpp"
+#include "common/example.hpp"
 #include "iris/iris.hpp"
 
 namespace {
@@ -29,7 +29,7 @@ __global__ void store_to(const __grid_constant__ iris::device::Context ctx, int4
 }  // namespace
 
 int main() {
-  if (!iris::bench::gpu_visible("02_store")) return 0;
+  if (!example::gpu_visible("02_store")) return 0;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 24;  // ints: 64 MiB per rank
@@ -39,7 +39,7 @@ int main() {
     auto inbox = ctx.zeros<int>(kCount);  // zeroed on every rank before anyone writes to it
 
     auto send = [&] {
-      store_to<<<2 * iris::bench::sm_count(), 512>>>(
+      store_to<<<2 * example::sm_count(), 512>>>(
           ctx.device(), reinterpret_cast<int4*>(inbox.data()),
           reinterpret_cast<const int4*>(data.data()), kCount / 4, to);
     };
@@ -47,18 +47,14 @@ int main() {
     IRIS_CUDA_CHECK(cudaGetLastError());
     ctx.barrier();  // every rank's stores are done and visible
     const std::vector<int> got = inbox.to_host();
-    std::size_t wrong = 0;
-    for (std::size_t i = 0; i < kCount; ++i) wrong += got[i] != static_cast<int>((from << 24) + i);
-    if (wrong != 0) {
-      std::printf("rank %d: %zu of %zu values stored by rank %d are WRONG\n", ctx.rank(), wrong,
-                  kCount, from);
+    if (!example::check(ctx.rank(), "values stored by the previous rank", got,
+                        [&](std::size_t i) { return static_cast<int>((from << 24) + i); }))
       return 1;
-    }
 
     ctx.barrier();  // everyone has checked before anyone stores again
-    const double ms = iris::bench::median_ms(nullptr, {}, [&](long) { send(); });
+    const double ms = example::median_ms(nullptr, {}, [&](long) { send(); });
     std::printf("rank %d: stored %zu MiB into rank %d, all correct: %.0f GB/s\n", ctx.rank(),
-                kCount * sizeof(int) >> 20, to, iris::bench::gb_per_s(kCount * sizeof(int), ms));
+                kCount * sizeof(int) >> 20, to, example::gb_per_s(kCount * sizeof(int), ms));
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "02_store: %s\n", error.what());

@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "report.hpp"
+#include "common/example.hpp"
 #include "iris/iris.hpp"
 
 namespace {
@@ -36,7 +36,7 @@ __global__ void push_and_pull(const __grid_constant__ iris::device::Context ctx,
 }  // namespace
 
 int main() {
-  if (!iris::bench::gpu_visible("03_get_put")) return 0;
+  if (!example::gpu_visible("03_get_put")) return 0;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 24;  // ints: 64 MiB per rank
@@ -46,8 +46,8 @@ int main() {
     auto pulled = ctx.zeros<int>(kCount);
 
     auto exchange = [&] {
-      push_and_pull<<<2 * iris::bench::sm_count(), 512>>>(ctx.device(), inbox.data(), pulled.data(),
-                                                          data.data(), kCount);
+      push_and_pull<<<2 * example::sm_count(), 512>>>(ctx.device(), inbox.data(), pulled.data(),
+                                                      data.data(), kCount);
     };
     exchange();
     IRIS_CUDA_CHECK(cudaGetLastError());
@@ -66,10 +66,10 @@ int main() {
     }
 
     ctx.barrier();  // everyone has checked before anyone writes again
-    const double ms = iris::bench::median_ms(nullptr, {}, [&](long) { exchange(); });
+    const double ms = example::median_ms(nullptr, {}, [&](long) { exchange(); });
     std::printf("rank %d: put %zu MiB and got %zu MiB, all correct: %.0f GB/s (both counted)\n",
                 ctx.rank(), kCount * sizeof(int) >> 20, kCount * sizeof(int) >> 20,
-                iris::bench::gb_per_s(2.0 * kCount * sizeof(int), ms));
+                example::gb_per_s(2.0 * kCount * sizeof(int), ms));
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "03_get_put: %s\n", error.what());

@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "report.hpp"
+#include "common/example.hpp"
 #include "iris/iris.hpp"
 
 namespace {
@@ -33,7 +33,7 @@ __global__ void gather_by_loads(const __grid_constant__ iris::device::Context ct
 }  // namespace
 
 int main() {
-  if (!iris::bench::gpu_visible("04_all_load")) return 0;
+  if (!example::gpu_visible("04_all_load")) return 0;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 22;  // ints per rank: 16 MiB
@@ -42,28 +42,23 @@ int main() {
     auto gathered = ctx.zeros<int>(world * kCount);
 
     auto gather = [&] {
-      gather_by_loads<<<2 * iris::bench::sm_count(), 512>>>(
+      gather_by_loads<<<2 * example::sm_count(), 512>>>(
           ctx.device(), reinterpret_cast<int4*>(gathered.data()),
           reinterpret_cast<const int4*>(data.data()), kCount / 4);
     };
     gather();
     IRIS_CUDA_CHECK(cudaGetLastError());
     const std::vector<int> got = gathered.to_host();
-    std::size_t wrong = 0;
-    for (std::size_t r = 0; r < world; ++r)
-      for (std::size_t i = 0; i < kCount; ++i)
-        wrong += got[r * kCount + i] != static_cast<int>((r << 24) + i);
-    if (wrong != 0) {
-      std::printf("rank %d: %zu of %zu gathered values are WRONG\n", ctx.rank(), wrong,
-                  world * kCount);
+    // Element r * kCount + i came from rank r, its element i.
+    if (!example::check(ctx.rank(), "gathered values", got, [&](std::size_t at) {
+          return static_cast<int>(((at / kCount) << 24) + at % kCount);
+        }))
       return 1;
-    }
 
     ctx.barrier();
-    const double ms = iris::bench::median_ms(nullptr, {}, [&](long) { gather(); });
+    const double ms = example::median_ms(nullptr, {}, [&](long) { gather(); });
     std::printf("rank %d: gathered %zu x %zu MiB, all correct: %.0f GB/s\n", ctx.rank(), world,
-                kCount * sizeof(int) >> 20,
-                iris::bench::gb_per_s(world * kCount * sizeof(int), ms));
+                kCount * sizeof(int) >> 20, example::gb_per_s(world * kCount * sizeof(int), ms));
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "04_all_load: %s\n", error.what());

@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "report.hpp"
+#include "common/example.hpp"
 #include "iris/iris.hpp"
 
 namespace {
@@ -33,7 +33,7 @@ __global__ void scatter_by_stores(const __grid_constant__ iris::device::Context 
 }  // namespace
 
 int main() {
-  if (!iris::bench::gpu_visible("05_all_store")) return 0;
+  if (!example::gpu_visible("05_all_store")) return 0;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 22;  // ints per rank: 16 MiB
@@ -42,7 +42,7 @@ int main() {
     auto gathered = ctx.zeros<int>(world * kCount);
 
     auto scatter = [&] {
-      scatter_by_stores<<<2 * iris::bench::sm_count(), 512>>>(
+      scatter_by_stores<<<2 * example::sm_count(), 512>>>(
           ctx.device(), reinterpret_cast<int4*>(gathered.data()),
           reinterpret_cast<const int4*>(data.data()), kCount / 4);
     };
@@ -50,21 +50,17 @@ int main() {
     IRIS_CUDA_CHECK(cudaGetLastError());
     ctx.barrier();  // every rank's stores are done and visible
     const std::vector<int> got = gathered.to_host();
-    std::size_t wrong = 0;
-    for (std::size_t r = 0; r < world; ++r)
-      for (std::size_t i = 0; i < kCount; ++i)
-        wrong += got[r * kCount + i] != static_cast<int>((r << 24) + i);
-    if (wrong != 0) {
-      std::printf("rank %d: %zu of %zu received values are WRONG\n", ctx.rank(), wrong,
-                  world * kCount);
+    // Element r * kCount + i came from rank r, its element i.
+    if (!example::check(ctx.rank(), "received values", got, [&](std::size_t at) {
+          return static_cast<int>(((at / kCount) << 24) + at % kCount);
+        }))
       return 1;
-    }
 
     ctx.barrier();  // everyone has checked before anyone stores again
-    const double ms = iris::bench::median_ms(nullptr, {}, [&](long) { scatter(); });
+    const double ms = example::median_ms(nullptr, {}, [&](long) { scatter(); });
     std::printf("rank %d: stored %zu MiB into each of %zu ranks, all correct: %.0f GB/s\n",
                 ctx.rank(), kCount * sizeof(int) >> 20, world,
-                iris::bench::gb_per_s(world * kCount * sizeof(int), ms));
+                example::gb_per_s(world * kCount * sizeof(int), ms));
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "05_all_store: %s\n", error.what());

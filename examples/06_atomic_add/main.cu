@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "report.hpp"
+#include "common/example.hpp"
 #include "iris/iris.hpp"
 
 namespace {
@@ -42,13 +42,13 @@ __global__ void take_tickets(const __grid_constant__ iris::device::Context ctx, 
 }  // namespace
 
 int main() {
-  if (!iris::bench::gpu_visible("06_atomic_add")) return 0;
+  if (!example::gpu_visible("06_atomic_add")) return 0;
   try {
     auto ctx = iris::Context::from_env();
     const int world = ctx.world_size();
 
     // Part 1: counting.
-    const int blocks = 2 * iris::bench::sm_count();
+    const int blocks = 2 * example::sm_count();
     constexpr int kThreads = 256;
     auto counter = ctx.zeros<Count>(1);
     auto count = [&] { count_everywhere<<<blocks, kThreads>>>(ctx.device(), counter.data()); };
@@ -63,7 +63,7 @@ int main() {
       return 1;
     }
     ctx.barrier();
-    const double count_ms = iris::bench::median_ms(nullptr, {}, [&](long) { count(); });
+    const double count_ms = example::median_ms(nullptr, {}, [&](long) { count(); });
 
     // Part 2: tickets.
     constexpr int kTickets = 10000;
@@ -86,10 +86,10 @@ int main() {
       }
     }
     ctx.barrier();
-    iris::bench::Repeats few;  // each call is already 10000 round trips
+    example::Repeats few;  // each call is already 10000 round trips
     few.warmup = 1;
     few.samples = 5;
-    const double ticket_ms = iris::bench::median_ms(nullptr, few, [&](long) { take(); });
+    const double ticket_ms = example::median_ms(nullptr, few, [&](long) { take(); });
 
     std::printf(
         "rank %d: counts and %d tickets correct; %.2f G adds/s from this rank, "

@@ -16,7 +16,7 @@
 //   iris-run -n 4 ./example_07_atomic_xchg
 #include <cstdio>
 
-#include "report.hpp"
+#include "common/example.hpp"
 #include "iris/iris.hpp"
 
 namespace {
@@ -37,7 +37,7 @@ __global__ void increment_under_lock(const __grid_constant__ iris::device::Conte
 }  // namespace
 
 int main() {
-  if (!iris::bench::gpu_visible("07_atomic_xchg")) return 0;
+  if (!example::gpu_visible("07_atomic_xchg")) return 0;
   try {
     auto ctx = iris::Context::from_env();
     constexpr int kRounds = 2000;
@@ -62,10 +62,10 @@ int main() {
     }
 
     ctx.barrier();
-    iris::bench::Repeats few;  // each call is already kRounds lock round trips
+    example::Repeats few;  // each call is already kRounds lock round trips
     few.warmup = 1;
     few.samples = 5;
-    const double ms = iris::bench::median_ms(nullptr, few, [&](long) { run(); });
+    const double ms = example::median_ms(nullptr, few, [&](long) { run(); });
     std::printf("rank %d: %.2f us per lock, increment, unlock (%d ranks contending)\n", ctx.rank(),
                 ms * 1e3 / kRounds, ctx.world_size());
     return 0;

@@ -24,7 +24,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "report.hpp"
+#include "common/example.hpp"
 #include "iris/iris.hpp"
 
 namespace {
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 int main() {
-  if (!iris::bench::gpu_visible("08_message_passing")) return 0;
+  if (!example::gpu_visible("08_message_passing")) return 0;
   try {
     auto ctx = iris::Context::from_env();
     const bool producer = ctx.rank() % 2 == 0;
@@ -118,16 +118,13 @@ int main() {
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (paired && !producer) {
       const std::vector<int> got = received.to_host();
-      std::size_t wrong = 0;
-      for (std::size_t i = 0; i < kStream; ++i) wrong += got[i] != static_cast<int>(i);
-      if (wrong != 0) {
-        std::printf("rank %d: %zu of %zu received values are WRONG\n", ctx.rank(), wrong, kStream);
+      if (!example::check(ctx.rank(), "received values", got,
+                          [](std::size_t i) { return static_cast<int>(i); }))
         return 1;
-      }
     }
 
     // Runs 1, 2, ... continue the flags' counts where run 0 left them.
-    const double ms = iris::bench::median_ms(stream, {}, [&](long call) { run(1 + call); });
+    const double ms = example::median_ms(stream, {}, [&](long call) { run(1 + call); });
     IRIS_CUDA_CHECK(cudaStreamDestroy(stream));
     if (!paired) {
       std::printf("rank %d: no partner (odd number of ranks), sat out\n", ctx.rank());
@@ -137,7 +134,7 @@ int main() {
           "channels), all correct: %.0f GB/s\n",
           ctx.rank(), kStream * sizeof(int) >> 20, partner, kChannels * kMessages,
           kTile * sizeof(int) >> 10, kSlots, kChannels,
-          iris::bench::gb_per_s(kStream * sizeof(int), ms));
+          example::gb_per_s(kStream * sizeof(int), ms));
     }
     return 0;
   } catch (const iris::Error& error) {

@@ -1,8 +1,10 @@
 // Atomics on any rank's copy of a symmetric object.
 //
-//   auto ticket = iris::device::atomic_add(ctx, counter, 1, 0);                // fetch,
-//   acq_rel.sys iris::device::atomic_add_nofetch(ctx, hits, 1, peer, iris::relaxed);       // no
-//   result auto seen = iris::device::atomic_cas(ctx, lock, 0, 1, 0, iris::acquire);
+// clang-format off
+//   auto ticket = iris::device::atomic_add(ctx, counter, 1, 0);           // fetch, acq_rel.sys
+//   iris::device::atomic_add_nofetch(ctx, hits, 1, peer, iris::relaxed);  // no result
+//   auto seen = iris::device::atomic_cas(ctx, lock, 0, 1, 0, iris::acquire);
+// clang-format on
 //
 // `ptr` is this rank's copy; the operation acts on rank `to`'s copy. The order and scope come
 // last, as tags (iris/device/order.hpp). Defaults: read-modify-writes are iris::acq_rel, loads

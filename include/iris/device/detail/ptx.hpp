@@ -89,51 +89,9 @@ struct ptx {
     IRIS_PTX_ORDER_SCOPE_CASES(IRIS_PTX_LD, "b64", "l", out, p)
     return out;
   }
-  IRIS_DEVICE_FN IRIS_FORCEINLINE static void store(std::uint32_t* p, std::uint32_t v){
-      IRIS_PTX_ORDER_SCOPE_CASES(IRIS_PTX_ST, "b32", "r", p, v)} IRIS_DEVICE_FN IRIS_FORCEINLINE
-      static void store(std::uint64_t* p,
-                        std::uint64_t v){IRIS_PTX_ORDER_SCOPE_CASES(IRIS_PTX_ST, "b64", "l", p, v)}
-
-  IRIS_PTX_FETCH_AND_REDUCE(add, "add.u32", std::uint32_t, "r")
-      IRIS_PTX_FETCH_AND_REDUCE(add, "add.u64", std::uint64_t, "l")
-          IRIS_PTX_FETCH_AND_REDUCE(add, "add.f32", float, "f")
-              IRIS_PTX_FETCH_AND_REDUCE(add, "add.f64", double, "d")
-      // 16-bit and packed halves travel as raw bits; the name says the format.
-      IRIS_PTX_FETCH_AND_REDUCE(add_f16, "add.noftz.f16", unsigned short,
-                                "h") IRIS_PTX_FETCH_AND_REDUCE(add_bf16, "add.noftz.bf16",
-                                                               unsigned short, "h")
-          IRIS_PTX_FETCH_AND_REDUCE(add_f16x2, "add.noftz.f16x2", std::uint32_t,
-                                    "r") IRIS_PTX_FETCH_AND_REDUCE(add_bf16x2, "add.noftz.bf16x2",
-                                                                   std::uint32_t, "r")
-              IRIS_PTX_FETCH_AND_REDUCE(bit_and, "and.b32", std::uint32_t,
-                                        "r") IRIS_PTX_FETCH_AND_REDUCE(bit_and, "and.b64",
-                                                                       std::uint64_t, "l")
-                  IRIS_PTX_FETCH_AND_REDUCE(bit_or, "or.b32", std::uint32_t,
-                                            "r") IRIS_PTX_FETCH_AND_REDUCE(bit_or, "or.b64",
-                                                                           std::uint64_t, "l")
-                      IRIS_PTX_FETCH_AND_REDUCE(bit_xor, "xor.b32", std::uint32_t,
-                                                "r") IRIS_PTX_FETCH_AND_REDUCE(bit_xor, "xor.b64",
-                                                                               std::uint64_t, "l")
-                          IRIS_PTX_FETCH_AND_REDUCE(min, "min.u32", std::uint32_t, "r")
-                              IRIS_PTX_FETCH_AND_REDUCE(min, "min.s32", std::int32_t, "r")
-                                  IRIS_PTX_FETCH_AND_REDUCE(min, "min.u64", std::uint64_t, "l")
-                                      IRIS_PTX_FETCH_AND_REDUCE(min, "min.s64", std::int64_t, "l")
-                                          IRIS_PTX_FETCH_AND_REDUCE(max, "max.u32", std::uint32_t,
-                                                                    "r")
-                                              IRIS_PTX_FETCH_AND_REDUCE(max, "max.s32",
-                                                                        std::int32_t, "r")
-                                                  IRIS_PTX_FETCH_AND_REDUCE(max, "max.u64",
-                                                                            std::uint64_t, "l")
-                                                      IRIS_PTX_FETCH_AND_REDUCE(max, "max.s64",
-                                                                                std::int64_t, "l")
-                                                          IRIS_PTX_FETCH(exchange, "exch.b32",
-                                                                         std::uint32_t, "r")
-                                                              IRIS_PTX_FETCH(exchange, "exch.b64",
-                                                                             std::uint64_t, "l")
-
-                                                                  IRIS_DEVICE_FN IRIS_FORCEINLINE
-      static std::uint32_t
-      compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) {
+  IRIS_DEVICE_FN IRIS_FORCEINLINE static std::uint32_t compare_exchange(std::uint32_t* p,
+                                                                        std::uint32_t expected,
+                                                                        std::uint32_t desired) {
     std::uint32_t out;
     IRIS_PTX_ORDER_SCOPE_CASES(IRIS_PTX_CAS, "cas.b32", "r", out, p, expected, desired)
     return out;
@@ -145,6 +103,43 @@ struct ptx {
     IRIS_PTX_ORDER_SCOPE_CASES(IRIS_PTX_CAS, "cas.b64", "l", out, p, expected, desired)
     return out;
   }
+
+  // The macros below expand to whole member functions, so clang-format cannot lay them out.
+  // clang-format off
+  IRIS_DEVICE_FN IRIS_FORCEINLINE static void store(std::uint32_t* p, std::uint32_t v) {
+    IRIS_PTX_ORDER_SCOPE_CASES(IRIS_PTX_ST, "b32", "r", p, v)
+  }
+  IRIS_DEVICE_FN IRIS_FORCEINLINE static void store(std::uint64_t* p, std::uint64_t v) {
+    IRIS_PTX_ORDER_SCOPE_CASES(IRIS_PTX_ST, "b64", "l", p, v)
+  }
+
+  //                        name        PTX operation       operand type    constraint
+  IRIS_PTX_FETCH_AND_REDUCE(add,        "add.u32",          std::uint32_t,  "r")
+  IRIS_PTX_FETCH_AND_REDUCE(add,        "add.u64",          std::uint64_t,  "l")
+  IRIS_PTX_FETCH_AND_REDUCE(add,        "add.f32",          float,          "f")
+  IRIS_PTX_FETCH_AND_REDUCE(add,        "add.f64",          double,         "d")
+  // 16-bit and packed halves travel as raw bits; the name says the format.
+  IRIS_PTX_FETCH_AND_REDUCE(add_f16,    "add.noftz.f16",    unsigned short, "h")
+  IRIS_PTX_FETCH_AND_REDUCE(add_bf16,   "add.noftz.bf16",   unsigned short, "h")
+  IRIS_PTX_FETCH_AND_REDUCE(add_f16x2,  "add.noftz.f16x2",  std::uint32_t,  "r")
+  IRIS_PTX_FETCH_AND_REDUCE(add_bf16x2, "add.noftz.bf16x2", std::uint32_t,  "r")
+  IRIS_PTX_FETCH_AND_REDUCE(bit_and,    "and.b32",          std::uint32_t,  "r")
+  IRIS_PTX_FETCH_AND_REDUCE(bit_and,    "and.b64",          std::uint64_t,  "l")
+  IRIS_PTX_FETCH_AND_REDUCE(bit_or,     "or.b32",           std::uint32_t,  "r")
+  IRIS_PTX_FETCH_AND_REDUCE(bit_or,     "or.b64",           std::uint64_t,  "l")
+  IRIS_PTX_FETCH_AND_REDUCE(bit_xor,    "xor.b32",          std::uint32_t,  "r")
+  IRIS_PTX_FETCH_AND_REDUCE(bit_xor,    "xor.b64",          std::uint64_t,  "l")
+  IRIS_PTX_FETCH_AND_REDUCE(min,        "min.u32",          std::uint32_t,  "r")
+  IRIS_PTX_FETCH_AND_REDUCE(min,        "min.s32",          std::int32_t,   "r")
+  IRIS_PTX_FETCH_AND_REDUCE(min,        "min.u64",          std::uint64_t,  "l")
+  IRIS_PTX_FETCH_AND_REDUCE(min,        "min.s64",          std::int64_t,   "l")
+  IRIS_PTX_FETCH_AND_REDUCE(max,        "max.u32",          std::uint32_t,  "r")
+  IRIS_PTX_FETCH_AND_REDUCE(max,        "max.s32",          std::int32_t,   "r")
+  IRIS_PTX_FETCH_AND_REDUCE(max,        "max.u64",          std::uint64_t,  "l")
+  IRIS_PTX_FETCH_AND_REDUCE(max,        "max.s64",          std::int64_t,   "l")
+  IRIS_PTX_FETCH           (exchange,   "exch.b32",         std::uint32_t,  "r")
+  IRIS_PTX_FETCH           (exchange,   "exch.b64",         std::uint64_t,  "l")
+  // clang-format on
 };
 
 #undef IRIS_PTX_FETCH_AND_REDUCE

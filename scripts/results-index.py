@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Appends one record's row to benchmarks/results/INDEX.md (the index of every results record).
+
+    scripts/results-index.py RECORD_DIR --what "tests, benchmarks, sanitizers" [--index INDEX.md]
+
+RECORD_DIR is <root>/<machine>/<date>-<commit>/ as scripts/gpu-check.sh writes it. The headline
+figures come from the record's own files: tests.log (ctest's summary) and the benchmarks' JSON
+(loose *.json, or json.tar as the check script writes it). A figure whose file is missing is left
+out. The index defaults to INDEX.md two levels above RECORD_DIR.
+"""
+import argparse
+import io
+import json
+import pathlib
+import re
+import sys
+import tarfile
+
+
+def load_json_files(record):
+    files = {}
+    for path in sorted(record.glob("*.json")):
+        try:
+            files[path.name] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            pass
+    tar = record / "json.tar"
+    if tar.exists():
+        with tarfile.open(tar) as archive:
+            for member in archive.getmembers():
+                name = pathlib.PurePath(member.name).name
+                if member.isfile() and name.endswith(".json") and name not in files:
+                    try:
+                        files[name] = json.load(io.TextIOWrapper(archive.extractfile(member)))
+                    except ValueError:
+                        pass
+    return files
+
+
+def tests_headline(record):
+    log = record / "tests.log"
+    if not log.exists():
+        return None
+    text = log.read_text(errors="replace")
+    match = re.search(r"(\d+)% tests passed(?:, (\d+) tests? failed)? out of (\d+)", text)
+    if not match:
+        return None
+    total = int(match.group(3))
+    failed = int(match.group(2) or 0)
+    return f"tests {total - failed}/{total}"
+
+
+def rma_headline(files):
+    data = files.get("rma_bandwidth_n2.json")
+    if not data:
+        return None
+    ratios = [(row["ratio"], row["op"], row["bytes"]) for row in data.get("rows", [])
+              if row.get("coop") == "block" and row.get("op") in ("put", "get", "copy")
+              and row.get("bytes", 0) >= 64 << 20 and "ratio" in row]
+    if not ratios:
+        return None
+    lowest = min(ratios)
+    return (f"block put/get/copy >= 64 MiB >= {lowest[0]:.3f} of cudaMemcpy "
+            f"(lowest: {lowest[1]} at {int(lowest[2]) >> 20} MiB)")
+
+
+def signal_headline(files):
+    data = files.get("signal_latency_n2.json")
+    if not data:
+        return None
+    for row in data.get("rows", []):
+        if str(row.get("round trip", "")).startswith("signal_set"):
+            return f"signal_set round trip {row['us_median']:.2f} us ({row['vs_raw']:.2f} of raw)"
+    return None
+
+
+def barrier_headline(files):
+    parts = []
+    for n in (2, 4, 8):
+        data = files.get(f"barrier_latency_n{n}.json")
+        if not data:
+            continue
+        for row in data.get("rows", []):
+            if str(row.get("barrier", "")).startswith("barrier(block)"):
+                parts.append(f"{row['us_median']:.2f}")
+                break
+        else:
+            continue
+        parts[-1] += f" (n{n})"
+    return "block barrier " + " / ".join(parts) + " us" if parts else None
+
+
+def peer_headline(files):
+    data = files.get("peer_bandwidth_n2.json")
+    if not data:
+        return None
+    pairs = [row["GBps"] for row in data.get("rows", []) if row.get("pattern") == "pair"]
+    return f"peer pairs {min(pairs):.0f}-{max(pairs):.0f} GB/s (n2)" if pairs else None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("record", type=pathlib.Path)
+    parser.add_argument("--what", default="scripts/gpu-check.sh")
+    parser.add_argument("--index", type=pathlib.Path)
+    args = parser.parse_args()
+    record = args.record.resolve()
+    if not record.is_dir():
+        sys.exit(f"results-index: {record} is not a directory")
+    match = re.fullmatch(r"(\d{4}-\d{2}-\d{2})-(.+)", record.name)
+    if not match:
+        sys.exit(f"results-index: {record.name} is not named <date>-<commit>")
+    date, commit = match.groups()
+    machine = record.parent.name
+    index = args.index or record.parent.parent / "INDEX.md"
+    files = load_json_files(record)
+    figures = [h for h in (tests_headline(record), rma_headline(files), peer_headline(files),
+                           signal_headline(files), barrier_headline(files)) if h]
+    rel = f"{machine}/{record.name}/"
+    row = (f"| [{rel}]({rel}) | {date} | {commit} | {machine} | {args.what} | "
+           f"{'; '.join(figures) or 'see the record'} |\n")
+    if not index.exists():
+        index.write_text("# Results records\n\n| record | date | commit | machine | what was run "
+                         "| headline figures |\n|---|---|---|---|---|---|\n")
+    with index.open("a") as out:
+        out.write(row)
+    print(f"results-index: {index}: {row}", end="")
+
+
+if __name__ == "__main__":
+    main()
