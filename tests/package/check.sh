@@ -10,3 +10,11 @@ cmake -S "$(dirname "$0")" -B "$scratch/consumer" -G Ninja -DCMAKE_PREFIX_PATH="
       -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/consumer" >/dev/null
 "$scratch/consumer/consumer"
+# A consumer that sets no CUDA architecture is told what Iris needs.
+cmake -S "$(dirname "$0")" -B "$scratch/default-arch" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/prefix" \
+      -DIRIS_CONSUMER_DEFAULT_ARCH=ON >"$scratch/default-arch.log" 2>&1 || true
+if ! grep -q "iris: CMAKE_CUDA_ARCHITECTURES" "$scratch/default-arch.log"; then
+  echo "the package said nothing about a consumer without a CUDA architecture:" >&2
+  cat "$scratch/default-arch.log" >&2
+  exit 1
+fi
