@@ -93,8 +93,13 @@ Watchdog::Watchdog(const std::string& marker) {
   const int null = ::open("/dev/null", O_RDWR);
   for (int fd = 0; fd <= 2; ++fd) ::dup2(null, fd);
   const int keep = reader.get();
-  if (keep > 3) ::close_range(3, static_cast<unsigned>(keep) - 1, 0);
-  ::close_range(static_cast<unsigned>(keep) + 1, ~0u, 0);
+  const bool closed_below = keep <= 3 || ::close_range(3, static_cast<unsigned>(keep) - 1, 0) == 0;
+  if (!closed_below || ::close_range(static_cast<unsigned>(keep) + 1, ~0u, 0) != 0) {
+    // A kernel before 5.9 has no close_range: close what the launcher can have open.
+    const long highest = ::sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < (highest > 0 && highest < 65536 ? highest : 65536); ++fd)
+      if (fd != keep) ::close(fd);
+  }
   std::vector<pid_t> groups;
   bool released = false;
   for (;;) {
