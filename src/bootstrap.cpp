@@ -172,8 +172,8 @@ std::string rank0_endpoint() {
 // restart count are part of it too, so that a restarted job never meets its previous life.
 std::string job_secret(const LauncherRank& launched) {
   if (auto secret = env::get(env::kJobSecret)) return *secret;
-  std::string secret = std::string(launched.launcher) + "|world " +
-                       std::to_string(launched.world_size);
+  std::string secret =
+      std::string(launched.launcher) + "|world " + std::to_string(launched.world_size);
   bool tells_jobs_apart = false;
   for (const char* name : {"TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
                            "SLURM_JOB_ID", "MASTER_PORT"}) {

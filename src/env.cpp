@@ -22,8 +22,10 @@ std::string lower(std::string_view text) {
 }
 
 std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
   return text;
 }
 
@@ -55,11 +57,20 @@ std::size_t parse_size(std::string_view text, std::string_view what) {
   std::string_view rest = suffix;
   if (!rest.empty() && rest != "b") {
     switch (rest.front()) {
-      case 'k': shift = 10; break;
-      case 'm': shift = 20; break;
-      case 'g': shift = 30; break;
-      case 't': shift = 40; break;
-      default: bad(what, text, kExpected);
+      case 'k':
+        shift = 10;
+        break;
+      case 'm':
+        shift = 20;
+        break;
+      case 'g':
+        shift = 30;
+        break;
+      case 't':
+        shift = 40;
+        break;
+      default:
+        bad(what, text, kExpected);
     }
     rest.remove_prefix(1);
     if (!rest.empty() && rest != "b" && rest != "ib") bad(what, text, kExpected);
@@ -73,7 +84,8 @@ long long parse_int(std::string_view text, std::string_view what) {
   const std::string_view body = trim(text);
   long long value = 0;
   const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), value);
-  if (ec != std::errc() || end != body.data() + body.size() || body.empty()) bad(what, text, "a whole number");
+  if (ec != std::errc() || end != body.data() + body.size() || body.empty())
+    bad(what, text, "a whole number");
   return value;
 }
 
@@ -85,8 +97,8 @@ std::chrono::nanoseconds parse_seconds(std::string_view text, std::string_view w
   // Decimal only: from_chars in the general format takes neither hex ("0x10") nor a leading
   // '+'; infinities and NaN are caught below.
   double seconds = 0;
-  const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), seconds,
-                                         std::chars_format::general);
+  const auto [end, ec] =
+      std::from_chars(body.data(), body.data() + body.size(), seconds, std::chars_format::general);
   // Anything from_chars cannot take whole, NaN, infinity, a negative number, and more
   // nanoseconds than a 64-bit count holds (1e10 s) are refused.
   constexpr double kMaxSeconds = 9.2e9;
@@ -123,14 +135,12 @@ bool get_flag(const char* name, bool fallback) {
   return value ? parse_flag(*value, name) : fallback;
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // check_environment
 
 namespace {
 
-[[noreturn]] void refuse(const std::string& name, const std::string& value,
-                         std::string_view why) {
+[[noreturn]] void refuse(const std::string& name, const std::string& value, std::string_view why) {
   throw Error(Errc::kInvalidArgument, name + "='" + value + "' " + std::string(why));
 }
 
@@ -143,7 +153,8 @@ long long checked_int(const char* name, const std::string& value, long long low,
   } catch (const Error&) {
     refuse(name, value, "is not " + std::string(form));
   }
-  if (number < low || number > high) refuse(name, value, "is out of range: expected " + std::string(form));
+  if (number < low || number > high)
+    refuse(name, value, "is out of range: expected " + std::string(form));
   return number;
 }
 
@@ -154,10 +165,10 @@ void check_rank_pair(const char* rank_name, const char* size_name, const char* l
   if (rank.has_value() != size.has_value()) {
     const char* missing = rank ? size_name : rank_name;
     const char* present = rank ? rank_name : size_name;
-    throw Error(Errc::kInvalidArgument,
-                std::string(present) + " is set but " + missing + " is not: " + launcher +
-                    " sets both. Set " + missing + " too, or unset " + present +
-                    " to run as a single rank");
+    throw Error(Errc::kInvalidArgument, std::string(present) + " is set but " + missing +
+                                            " is not: " + launcher + " sets both. Set " + missing +
+                                            " too, or unset " + present +
+                                            " to run as a single rank");
   }
   if (!rank) return;
   constexpr long long kMaxInt = std::numeric_limits<int>::max();
@@ -179,8 +190,8 @@ void check_environment() {
     const std::size_t bytes = parse_size(*value, kHeapSize);
     if (bytes == 0) refuse(kHeapSize, *value, "is not a heap size: it must be more than 0 bytes");
   }
-  if (const auto value = get(kHeapTransport); value && *value != "auto" && *value != "vmm" &&
-                                              *value != "ipc")
+  if (const auto value = get(kHeapTransport);
+      value && *value != "auto" && *value != "vmm" && *value != "ipc")
     refuse(kHeapTransport, *value, "is not one of auto, vmm, ipc");
   if (const auto value = get(kDebugChecks)) (void)parse_flag(*value, kDebugChecks);
   if (const auto value = get(kDevice))

@@ -24,9 +24,12 @@ inline constexpr int kIrisErrorExitCode = 1;
 /// The exit code for a program that stops because of `error`.
 inline int exit_code(const iris::Error& error) noexcept {
   switch (error.code()) {
-    case iris::Errc::kNoDevice: return kNoDeviceExitCode;
-    case iris::Errc::kInvalidArgument: return kInvalidSettingExitCode;
-    default: return kIrisErrorExitCode;
+    case iris::Errc::kNoDevice:
+      return kNoDeviceExitCode;
+    case iris::Errc::kInvalidArgument:
+      return kInvalidSettingExitCode;
+    default:
+      return kIrisErrorExitCode;
   }
 }
 

@@ -484,13 +484,30 @@ TEST(RanksOnThisHost, AllForkedRanksShareTheHost) {
 // Clears every variable bootstrap_from_env reads, so that the test's own environment cannot
 // steer it.
 void clear_launcher_variables(iris::test::ScopedEnv& env) {
-  for (const char* name :
-       {"IRIS_BOOTSTRAP", "IRIS_RANK", "IRIS_WORLD_SIZE", "IRIS_JOB_SECRET", "IRIS_BOOTSTRAP_PORT",
-        "IRIS_BOOTSTRAP_TIMEOUT", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-        "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID",
-        "LOCAL_RANK", "LOCAL_WORLD_SIZE", "IRIS_LOCAL_RANK", "IRIS_LOCAL_WORLD_SIZE",
-        "TORCHELASTIC_RESTART_COUNT", "SLURM_STEP_ID"})
+  for (const char* name : {"IRIS_BOOTSTRAP",
+                           "IRIS_RANK",
+                           "IRIS_WORLD_SIZE",
+                           "IRIS_JOB_SECRET",
+                           "IRIS_BOOTSTRAP_PORT",
+                           "IRIS_BOOTSTRAP_TIMEOUT",
+                           "RANK",
+                           "WORLD_SIZE",
+                           "MASTER_ADDR",
+                           "MASTER_PORT",
+                           "OMPI_COMM_WORLD_RANK",
+                           "OMPI_COMM_WORLD_SIZE",
+                           "PMI_RANK",
+                           "PMI_SIZE",
+                           "TORCHELASTIC_RUN_ID",
+                           "OMPI_MCA_ess_base_jobid",
+                           "PMIX_NAMESPACE",
+                           "SLURM_JOB_ID",
+                           "LOCAL_RANK",
+                           "LOCAL_WORLD_SIZE",
+                           "IRIS_LOCAL_RANK",
+                           "IRIS_LOCAL_WORLD_SIZE",
+                           "TORCHELASTIC_RESTART_COUNT",
+                           "SLURM_STEP_ID"})
     env.unset(name);
 }
 
@@ -617,7 +634,7 @@ void two_jobs_on_one_port(const std::string& secret_a, const std::string& secret
     env.set("IRIS_BOOTSTRAP_PORT", std::to_string(port)).set("IRIS_BOOTSTRAP_TIMEOUT", "20");
     const std::string& secret = job_b ? secret_b : secret_a;
     if (!secret.empty()) env.set("IRIS_JOB_SECRET", secret);
-    if (job_b) std::this_thread::sleep_for(100ms);   // after job A's rank 0 serves
+    if (job_b) std::this_thread::sleep_for(100ms);         // after job A's rank 0 serves
     if (process == 1) std::this_thread::sleep_for(400ms);  // job A's rank 1 comes last
     auto bootstrap = iris::bootstrap_from_env();
     exercise_collectives(*bootstrap, 3);
@@ -638,9 +655,9 @@ TEST(BootstrapFromEnv, AGivenSecretKeepsAnotherJobOut) {
 
 TEST(Rendezvous, ARefusedRankIsReportedAsRefusedNotAsNeverConnected) {
   RendezvousServer server(fresh_unix_endpoint(), 2, kSecret, 1s);
-  EXPECT_THAT(error_of([&] { iris::connect_bootstrap(server.endpoint(), 1, 2, "wrong", 5s); })
-                  .message(),
-              HasSubstr("wrong job secret"));
+  EXPECT_THAT(
+      error_of([&] { iris::connect_bootstrap(server.endpoint(), 1, 2, "wrong", 5s); }).message(),
+      HasSubstr("wrong job secret"));
   auto bootstrap = iris::connect_bootstrap(server.endpoint(), 0, 2, kSecret, 5s);
   const Error error = error_of([&] { bootstrap->barrier(); });
   EXPECT_EQ(error.code(), Errc::kTimeout);

@@ -125,7 +125,9 @@ TEST(EnvCheckEnvironment, AcceptsAGoodEnvironmentAndNamesTheFirstBadVariable) {
                            "PMI_RANK", "PMI_SIZE", "MASTER_PORT", "IRIS_BOOTSTRAP_PORT"})
     env.unset(name);
   env.set("IRIS_HEAP_SIZE", "2GiB").set("IRIS_WAIT_TIMEOUT", "0").set("IRIS_DEBUG_CHECKS", "on");
-  env.set("IRIS_HEAP_TRANSPORT", "vmm").set("IRIS_DEVICE", "3").set("IRIS_BOOTSTRAP_TIMEOUT", "0.5");
+  env.set("IRIS_HEAP_TRANSPORT", "vmm")
+      .set("IRIS_DEVICE", "3")
+      .set("IRIS_BOOTSTRAP_TIMEOUT", "0.5");
   env.set("RANK", "1").set("WORLD_SIZE", "2").set("MASTER_PORT", "29500");
   iris::env::check_environment();
   env.set("IRIS_WAIT_TIMEOUT", "1e10");

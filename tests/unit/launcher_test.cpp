@@ -221,7 +221,8 @@ TEST(Launcher, ExplainsBadUsage) {
       {{"-n", "2", "--timeout", "soon", kRank}, "--timeout: cannot parse 'soon'"},
       {{"-n", "2", "--timeout", "0x10", kRank}, "--timeout: cannot parse '0x10'"},
       {{"-n", "2", "--timeout", "1e10", kRank}, "--timeout: cannot parse '1e10'"},
-      {{"-n", "100000", kRank}, "-n 100000 is more ranks than iris-run starts on one host (at most 4096)"},
+      {{"-n", "100000", kRank},
+       "-n 100000 is more ranks than iris-run starts on one host (at most 4096)"},
       {{"-n", "99999999999", kRank}, "-n 99999999999 is more ranks than iris-run starts"},
       {{"-n", "2", "--timeout=0", kRank}, "--timeout must be more than 0 seconds"},
       {{"-n", "2", "--gpus", "0,,1", kRank}, "--gpus expects device ordinals"},
@@ -432,7 +433,8 @@ TEST(Launcher, RanksDieWhenTheLauncherIsKilled) {
 TEST(Launcher, ChecksTheOpenFilesLimitBeforeStartingAnything) {
   PidDirectory pids;
   // 100 ranks need about 464 descriptors; a hard limit of 64 cannot give them.
-  const LaunchResult result = shell("ulimit -n 64 && exec \"$IRIS_RUN\" -n 100 \"$RANK_HELPER\" hang");
+  const LaunchResult result =
+      shell("ulimit -n 64 && exec \"$IRIS_RUN\" -n 100 \"$RANK_HELPER\" hang");
   EXPECT_EQ(result.exit_code, 1) << result;
   EXPECT_THAT(result.err, HasSubstr("-n 100 needs about 464 open files")) << result;
   EXPECT_THAT(result.err, HasSubstr("at most 64 (ulimit -n)")) << result;
@@ -504,7 +506,8 @@ TEST(Launcher, ABadInterpreterLineIsNamed) {
   const LaunchResult result = launch({"-n", "2", script});
   EXPECT_EQ(result.exit_code, 126) << result;
   EXPECT_THAT(result.err, HasSubstr("its #! line names the interpreter '/no/such/interpreter', "
-                                    "which does not exist")) << result;
+                                    "which does not exist"))
+      << result;
   std::filesystem::remove(script);
 }
 
@@ -514,7 +517,8 @@ TEST(Launcher, ARankThatExitsBeforeJoiningFailsTheOthersAtOnce) {
   const LaunchResult result = launch({"-n", "3", kRank, "exit-early", "1"});
   EXPECT_EQ(result.exit_code, 3) << result;
   EXPECT_LT(result.seconds, 10.0) << result;  // not the 60 s bootstrap timeout
-  EXPECT_THAT(result.err, HasSubstr("rank 1 exited with code 0 without joining the job's rendezvous"))
+  EXPECT_THAT(result.err,
+              HasSubstr("rank 1 exited with code 0 without joining the job's rendezvous"))
       << result;
 }
 
@@ -585,13 +589,14 @@ TEST(Environment, BadValuesAreNamedBeforeAnyCudaCall) {
       {"RANK=1", "RANK is set but WORLD_SIZE is not"},
       {"WORLD_SIZE=4", "WORLD_SIZE is set but RANK is not"},
       {"IRIS_RANK=1", "IRIS_RANK is set but IRIS_WORLD_SIZE is not"},
-      {"IRIS_RANK=1 IRIS_WORLD_SIZE=2", "IRIS_RANK and IRIS_WORLD_SIZE are set but IRIS_BOOTSTRAP is not"},
+      {"IRIS_RANK=1 IRIS_WORLD_SIZE=2",
+       "IRIS_RANK and IRIS_WORLD_SIZE are set but IRIS_BOOTSTRAP is not"},
       {"OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not"},
       {"RANK=5 WORLD_SIZE=2", "RANK=5 is out of range for WORLD_SIZE=2"},
   };
   for (const auto& [settings, message] : cases) {
-    const LaunchResult result = shell("env -u IRIS_RANK -u RANK -u WORLD_SIZE " + settings +
-                                      " \"$RANK_HELPER\" context");
+    const LaunchResult result =
+        shell("env -u IRIS_RANK -u RANK -u WORLD_SIZE " + settings + " \"$RANK_HELPER\" context");
     EXPECT_EQ(result.exit_code, 2) << settings << "\n" << result;
     EXPECT_THAT(result.out, HasSubstr("context: invalid argument: ")) << settings << "\n" << result;
     EXPECT_THAT(result.out, HasSubstr(message)) << settings << "\n" << result;
@@ -619,7 +624,8 @@ TEST(Environment, LogLinesCarryTheRankUnderOtherLaunchers) {
     const LaunchResult result =
         shell(std::string("env -u IRIS_RANK ") + variable + " \"$RANK_HELPER\" log-warning");
     EXPECT_THAT(result.err, HasSubstr("iris warn [rank 3]: a warning from the helper"))
-        << variable << "\n" << result;
+        << variable << "\n"
+        << result;
   }
 }
 
@@ -627,11 +633,13 @@ TEST(Environment, ARendezvousThatCannotTellJobsApartWarns) {
   const std::string unset =
       "env -u IRIS_RANK -u IRIS_BOOTSTRAP -u IRIS_JOB_SECRET -u MASTER_PORT -u TORCHELASTIC_RUN_ID "
       "-u OMPI_MCA_ess_base_jobid -u PMIX_NAMESPACE -u SLURM_JOB_ID ";
-  LaunchResult result = shell(unset + "RANK=1 WORLD_SIZE=2 IRIS_BOOTSTRAP_PORT=1 "
+  LaunchResult result = shell(unset +
+                              "RANK=1 WORLD_SIZE=2 IRIS_BOOTSTRAP_PORT=1 "
                               "IRIS_BOOTSTRAP_TIMEOUT=0.2 \"$RANK_HELPER\" allgather");
   EXPECT_THAT(result.err, HasSubstr("nothing that tells this job from another")) << result;
   // torchrun's default id is no id, but its store's port tells jobs apart: no warning.
-  result = shell(unset + "RANK=1 WORLD_SIZE=2 IRIS_BOOTSTRAP_PORT=1 TORCHELASTIC_RUN_ID=none "
+  result = shell(unset +
+                 "RANK=1 WORLD_SIZE=2 IRIS_BOOTSTRAP_PORT=1 TORCHELASTIC_RUN_ID=none "
                  "MASTER_PORT=29500 IRIS_BOOTSTRAP_TIMEOUT=0.2 \"$RANK_HELPER\" allgather");
   EXPECT_THAT(result.err, Not(HasSubstr("nothing that tells this job from another"))) << result;
   EXPECT_THAT(result.err, HasSubstr("could not connect to the rendezvous")) << result;

@@ -69,7 +69,8 @@ rlimit check_limits(int ranks) {
       ::geteuid() != 0 && static_cast<rlim_t>(ranks) + 1 > processes.rlim_cur)
     throw LaunchError("-n " + std::to_string(ranks) + " needs " + std::to_string(ranks + 1) +
                           " processes (the ranks and iris-run's watchdog), but this user may run "
-                          "at most " + std::to_string(processes.rlim_cur) +
+                          "at most " +
+                          std::to_string(processes.rlim_cur) +
                           " (ulimit -u): raise the limit or start fewer ranks",
                       1);
   return original;
@@ -165,9 +166,11 @@ class Job {
     // Checked like the ranks check it (> 0, decimal, not too large), so that a bad value is a
     // message here, not in every rank.
     if (const auto value = env::get(env::kBootstrapTimeout);
-        value && env::parse_seconds(*value, env::kBootstrapTimeout) == std::chrono::nanoseconds::zero())
-      throw Error(Errc::kInvalidArgument, std::string(env::kBootstrapTimeout) + "='" + *value +
-                                              "' is not a bootstrap timeout: it must be more than 0 seconds");
+        value &&
+        env::parse_seconds(*value, env::kBootstrapTimeout) == std::chrono::nanoseconds::zero())
+      throw Error(Errc::kInvalidArgument,
+                  std::string(env::kBootstrapTimeout) + "='" + *value +
+                      "' is not a bootstrap timeout: it must be more than 0 seconds");
     const auto timeout = env::get_seconds(env::kBootstrapTimeout, kDefaultBootstrapTimeout);
     rendezvous_ =
         std::make_unique<detail::RendezvousServer>(endpoint_, options_.ranks, secret_, timeout);

@@ -53,13 +53,15 @@ int parse_rank_count(std::string_view text) {
   int value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec == std::errc::result_out_of_range)
-    throw UsageError("-n " + std::string(text) + " is more ranks than iris-run starts on one host (at most " +
+    throw UsageError("-n " + std::string(text) +
+                     " is more ranks than iris-run starts on one host (at most " +
                      std::to_string(kMaxRanks) + ")");
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
     throw UsageError("-n expects a number of ranks, not '" + std::string(text) + "'");
   if (value < 1) throw UsageError("-n must be at least 1, not " + std::string(text));
   if (value > kMaxRanks)
-    throw UsageError("-n " + std::string(text) + " is more ranks than iris-run starts on one host (at most " +
+    throw UsageError("-n " + std::string(text) +
+                     " is more ranks than iris-run starts on one host (at most " +
                      std::to_string(kMaxRanks) + ")");
   return value;
 }

@@ -36,8 +36,9 @@ bool write_or_lose(int fd, std::string_view text) {
   // other failure is said once, on the other stream, if that still works.
   if (why != "the reader went away") {
     const int other = fd == STDOUT_FILENO ? STDERR_FILENO : STDOUT_FILENO;
-    const std::string notice = std::string("iris-run: cannot write to ") + stream_name(fd) +
-                               " (" + why + "); dropping the ranks' further output there, the job runs on\n";
+    const std::string notice = std::string("iris-run: cannot write to ") + stream_name(fd) + " (" +
+                               why +
+                               "); dropping the ranks' further output there, the job runs on\n";
     if (!g_lost[other]) {
       try {
         if (!detail::write_all(other, notice.data(), notice.size())) g_lost[other] = true;

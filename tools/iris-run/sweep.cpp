@@ -107,8 +107,10 @@ Watchdog::Watchdog(const std::string& marker) {
     const ssize_t got = ::read(keep, &value, sizeof value);
     if (got < 0 && errno == EINTR) continue;
     if (got != sizeof value) break;  // end of file: iris-run is gone (or done)
-    if (value == 0) released = true;
-    else groups.push_back(static_cast<pid_t>(value));
+    if (value == 0)
+      released = true;
+    else
+      groups.push_back(static_cast<pid_t>(value));
   }
   if (!released) {
     for (const pid_t group : groups) ::kill(-group, SIGKILL);

@@ -75,7 +75,9 @@ std::unique_ptr<Bootstrap> make_single_rank_bootstrap();
 /// `timeout`, since the server may start after the ranks, and then waits at most `timeout`
 /// (plus a short grace for the server's own report) for each collective. A wrong secret, world
 /// size or a rank that is taken is refused by the server with an iris::Error(kBootstrap) that
-/// says which; no server within `timeout` is iris::Error(kTimeout). One server serves any number
+/// says which; no server within `timeout` is iris::Error(kTimeout). A program at `endpoint`
+/// that is not an Iris rendezvous is named as such: iris::Error(kBootstrap) when it answers
+/// something else, iris::Error(kTimeout) within `timeout` when it answers nothing. One server serves any number
 /// of bootstraps: the n-th bootstrap a process opens at `endpoint` joins the other ranks' n-th,
 /// so every rank must open them in the same order.
 std::unique_ptr<Bootstrap> connect_bootstrap(const std::string& endpoint, int rank, int world_size,

@@ -1,5 +1,6 @@
 // Every environment variable Iris reads, in one place, with the values each accepts.
 //
+// clang-format off
 // | variable                 | accepted values                                            | default  |
 // |--------------------------|------------------------------------------------------------|----------|
 // | IRIS_LOG_LEVEL           | error, warn, info, debug, trace (any case); else a warning | warn     |
@@ -14,6 +15,7 @@
 // | IRIS_BOOTSTRAP_PORT      | 1-65535: rank 0's rendezvous port under torchrun/mpirun    | MASTER_PORT+1 or 29600 |
 // | IRIS_RANK, IRIS_WORLD_SIZE | set by iris-run, together with IRIS_BOOTSTRAP            | -        |
 // | IRIS_LOCAL_RANK, IRIS_LOCAL_WORLD_SIZE | set by iris-run                              | -        |
+// clang-format on
 //
 // Seconds are decimal numbers (30, 0.5, 1e3), at most 9.2e9; hex, "inf" and negative numbers
 // are refused. Under other launchers the rank is read from RANK/WORLD_SIZE (torchrun),
