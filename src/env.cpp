@@ -206,9 +206,6 @@ void check_environment() {
   if (const auto value = get(kBootstrap)) (void)detail::parse_endpoint(*value);
   if (const auto value = get(kBootstrapPort))
     checked_int(kBootstrapPort, *value, 1, 65535, "a TCP port from 1 to 65535");
-  if (const auto value = get("MASTER_PORT"))
-    checked_int("MASTER_PORT", *value, 1, 65534,
-                "a TCP port from 1 to 65534 (the rendezvous takes MASTER_PORT + 1)");
 
   check_rank_pair(kRank, kWorldSize, "iris-run");
   if (get(kRank) && !get(kBootstrap))
@@ -222,8 +219,16 @@ void check_environment() {
                 std::string(kBootstrap) + " is set but no rank is: set " + kRank + " and " +
                     kWorldSize + ", or start the ranks with iris-run, torchrun, mpirun or srun");
   check_rank_pair(kLocalRank, kLocalWorldSize, "iris-run");
+  // Under iris-run its variables decide; other launchers' are not read, so not checked.
+  if (get(kBootstrap) && get(kRank)) return;
+  if (const auto value = get("MASTER_PORT")) {
+    if (get(kBootstrapPort) || get(kBootstrap))
+      checked_int("MASTER_PORT", *value, 1, 65535, "a TCP port from 1 to 65535");
+    else
+      checked_int("MASTER_PORT", *value, 1, 65534,
+                  "a TCP port from 1 to 65534 (the rendezvous takes MASTER_PORT + 1)");
+  }
   check_rank_pair("RANK", "WORLD_SIZE", "torchrun");
-  check_rank_pair("LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun");
   check_rank_pair("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI");
   check_rank_pair("PMI_RANK", "PMI_SIZE", "PMI (MPICH, Slurm)");
 }

@@ -141,6 +141,13 @@ TEST(EnvCheckEnvironment, AcceptsAGoodEnvironmentAndNamesTheFirstBadVariable) {
   env.unset("WORLD_SIZE");
   EXPECT_THAT(invalid_argument_message([] { iris::env::check_environment(); }),
               HasSubstr("RANK is set but WORLD_SIZE is not: torchrun sets both"));
+  // Under iris-run only its own variables count: a stray RANK is not read, so not refused.
+  env.set("IRIS_BOOTSTRAP", "unix:@iris-env-test").set("IRIS_RANK", "0");
+  env.set("IRIS_WORLD_SIZE", "1");
+  iris::env::check_environment();
+  env.set("MASTER_PORT", "65535").set("IRIS_BOOTSTRAP_PORT", "29600");
+  env.unset("IRIS_BOOTSTRAP").unset("IRIS_RANK").unset("IRIS_WORLD_SIZE").set("WORLD_SIZE", "2");
+  iris::env::check_environment();  // MASTER_PORT + 1 is not used when the port is given
 }
 
 }  // namespace
