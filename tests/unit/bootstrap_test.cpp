@@ -678,7 +678,7 @@ TEST(Rendezvous, ARankKnownToHaveExitedFailsTheOthersAtOnce) {
 }
 
 // A TCP server that is not Iris: it answers every connection with `answer` (or nothing) and
-// keeps it open for a few seconds.
+// keeps it open for two seconds.
 class ForeignServer {
  public:
   explicit ForeignServer(std::string answer)
@@ -692,7 +692,7 @@ class ForeignServer {
           if (::poll(&entry, 1, 5000) <= 0) return;
           iris::detail::UniqueFd peer(::accept(listener_.get(), nullptr, nullptr));
           if (!answer.empty()) (void)!::write(peer.get(), answer.data(), answer.size());
-          std::this_thread::sleep_for(4s);
+          std::this_thread::sleep_for(2s);
         }) {}
   ~ForeignServer() { thread_.join(); }
   const std::string& endpoint() const { return endpoint_; }
