@@ -3,6 +3,7 @@
 # is only one, so that there is someone to talk to). Without a GPU it builds, says so, and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/setup.sh
 
 cmake --preset default >/dev/null
 cmake --build --preset default --target example_00_hello iris-run

@@ -166,24 +166,37 @@ std::string rank0_endpoint() {
   return "tcp:" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-// IRIS_JOB_SECRET, or a value every rank of this job (and no other job) sees.
-std::string job_secret() {
+// IRIS_JOB_SECRET, or text that every rank of this job sees alike and that differs between
+// jobs: the launcher's job id (torchrun's default id "none" is no id), and the address and port
+// of torchrun's store, which two jobs running at once cannot share. The world size and the
+// restart count are part of it too, so that a restarted job never meets its previous life.
+std::string job_secret(const LauncherRank& launched) {
   if (auto secret = env::get(env::kJobSecret)) return *secret;
-  for (const char* name :
-       {"TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"}) {
-    if (auto id = env::get(name)) return std::string(name) + "=" + *id;
+  std::string secret =
+      std::string(launched.launcher) + "|world " + std::to_string(launched.world_size);
+  bool tells_jobs_apart = false;
+  for (const char* name : {"TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
+                           "SLURM_JOB_ID", "MASTER_PORT"}) {
+    const auto value = env::get(name);
+    if (!value || (std::string_view(name) == "TORCHELASTIC_RUN_ID" && *value == "none")) continue;
+    secret += std::string("|") + name + "=" + *value;
+    tells_jobs_apart = true;
   }
-  log(detail::LogLevel::kWarn,
-      "no IRIS_JOB_SECRET and no job id (TORCHELASTIC_RUN_ID, OMPI_MCA_ess_base_jobid, "
-      "PMIX_NAMESPACE, SLURM_JOB_ID) in the environment: the rendezvous cannot tell this job "
-      "from another on the same port");
-  return "";
+  for (const char* name : {"MASTER_ADDR", "SLURM_STEP_ID", "TORCHELASTIC_RESTART_COUNT"})
+    if (const auto value = env::get(name)) secret += std::string("|") + name + "=" + *value;
+  if (!tells_jobs_apart)
+    log(detail::LogLevel::kWarn,
+        "no IRIS_JOB_SECRET and nothing that tells this job from another (a job id in "
+        "TORCHELASTIC_RUN_ID, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE or SLURM_JOB_ID, or "
+        "MASTER_PORT): another job using the same rendezvous port could join this one. Set "
+        "IRIS_JOB_SECRET to the same value on every rank of the job");
+  return secret;
 }
 
 std::unique_ptr<Bootstrap> serve_and_connect(const LauncherRank& launched,
                                              std::chrono::nanoseconds timeout) {
   const std::string endpoint = rank0_endpoint();
-  const std::string secret = job_secret();
+  const std::string secret = job_secret(launched);
   log(detail::LogLevel::kInfo, launched.launcher, " rank ", launched.rank, " of ",
       launched.world_size, ": rendezvous at ", endpoint, ", served by rank 0");
   if (launched.rank != 0)
@@ -197,6 +210,9 @@ std::unique_ptr<Bootstrap> serve_and_connect(const LauncherRank& launched,
 }  // namespace
 
 std::unique_ptr<Bootstrap> bootstrap_from_env() {
+  // Every variable is checked first: a half-set launcher environment (a rank without its world
+  // size, IRIS_RANK without IRIS_BOOTSTRAP) is refused instead of running as one rank.
+  env::check_environment();
   const auto timeout = env::get_seconds(env::kBootstrapTimeout, kDefaultBootstrapTimeout);
   const auto endpoint = env::get(env::kBootstrap);
   if (endpoint && env::get(env::kRank)) {
@@ -211,10 +227,6 @@ std::unique_ptr<Bootstrap> bootstrap_from_env() {
     if (launched->world_size == 1) return make_single_rank_bootstrap();
     return serve_and_connect(*launched, timeout);
   }
-  if (endpoint)
-    throw Error(Errc::kInvalidArgument,
-                "IRIS_BOOTSTRAP is set but no rank is: set IRIS_RANK and IRIS_WORLD_SIZE, or start "
-                "the ranks with iris-run, torchrun, mpirun or srun");
   return make_single_rank_bootstrap();
 }
 

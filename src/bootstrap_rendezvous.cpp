@@ -108,7 +108,9 @@ RendezvousClient::RendezvousClient(std::string_view endpoint, int rank, int worl
   if (send_all(socket_.get(), frame.data(), frame.size(), deadline) != IoStatus::kOk)
     fail(Errc::kBootstrap,
          "the rendezvous at " + endpoint_ + " closed the connection during " + what);
-  receive_result(what, 0, nullptr, 0);
+  // The answer to the hello comes at once from an Iris server, so it is bounded by what is
+  // left of `timeout` (a silent program on the port must not stretch it).
+  receive_result(what, 0, nullptr, 0, deadline);
   log(LogLevel::kDebug, "joined the rendezvous at ", endpoint_, " as rank ", rank, " of ",
       world_size);
 }
@@ -168,14 +170,21 @@ void RendezvousClient::run(Collective collective, int root, const void* send,
       fail(Errc::kTimeout, "the rendezvous at " + endpoint_ + " did not take " + what + " within " +
                                format_seconds(timeout_));
   }
-  receive_result(what, sequence, result, result_bytes);
+  receive_result(what, sequence, result, result_bytes, Deadline(timeout_ + kServerAnswerGrace));
 }
 
 // Waits for the answer to the hello (sequence 0: a kWelcome) or to a collective (a kResult).
 void RendezvousClient::receive_result(const std::string& what, std::uint64_t sequence, void* result,
-                                      std::size_t result_bytes) {
-  const Deadline deadline(timeout_ + kServerAnswerGrace);
+                                      std::size_t result_bytes, const Deadline& deadline) {
+  // Before the welcome, whatever answers may be another program that listens on the port.
+  const std::string foreign =
+      "the program listening at " + endpoint_ +
+      " is not an Iris rendezvous (is another job or service using that port? choose another "
+      "with IRIS_BOOTSTRAP_PORT or IRIS_BOOTSTRAP)";
   const auto check = [&](IoStatus status) {
+    if (sequence == 0 && status == IoStatus::kTimeout)
+      fail(Errc::kTimeout, "no answer to " + what + " from " + endpoint_ + " within " +
+                               format_seconds(deadline.budget()) + ": " + foreign);
     if (status == IoStatus::kClosed)
       fail(Errc::kBootstrap, "the rendezvous at " + endpoint_ + " closed the connection during " +
                                  what + " (did the launcher or rank 0 stop?)");
@@ -186,6 +195,11 @@ void RendezvousClient::receive_result(const std::string& what, std::uint64_t seq
   FrameHeader header{};
   check(recv_all(socket_.get(), &header, sizeof header, deadline));
   const auto type = static_cast<MessageType>(header.type);
+  const bool known = header.type >= static_cast<std::uint32_t>(MessageType::kHello) &&
+                     header.type <= static_cast<std::uint32_t>(MessageType::kFailure);
+  if (sequence == 0 && (!known || header.length > kMaxMessageBytes ||
+                        (type != MessageType::kWelcome && type != MessageType::kFailure)))
+    fail(Errc::kBootstrap, foreign);
   if (type == MessageType::kFailure && header.length <= kMaxMessageBytes) {
     std::string message(header.length, '\0');
     check(recv_all(socket_.get(), message.data(), message.size(), deadline));

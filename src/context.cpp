@@ -45,7 +45,7 @@ int choose_device(const ContextOptions& options, const Topology& topology) {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
-    throw Error(Errc::kUnsupported,
+    throw Error(Errc::kNoDevice,
                 "rank " + std::to_string(topology.rank) + " sees no CUDA device" +
                     (status != cudaSuccess ? std::string(" (") + cudaGetErrorString(status) + ")"
                                            : std::string()),
@@ -83,13 +83,10 @@ void require_same_on_all_ranks(Bootstrap& bootstrap, bool setting, const char* w
 ContextState::ContextState(std::unique_ptr<Bootstrap> bootstrap_in, const ContextOptions& options)
     : bootstrap(std::move(bootstrap_in)) {
   if (!bootstrap) throw Error(Errc::kInvalidArgument, "Context needs a bootstrap, got null");
-  topology = discover_topology(*bootstrap);
-  cuda_device = choose_device(options, topology);
-  make_current();
-  IRIS_CUDA_CHECK(cudaFree(nullptr));  // create the CUDA context now, not inside a later call
-
+  // Every setting is read and checked before the first CUDA call, so that a bad value is
+  // reported as such and not hidden behind "no CUDA device".
+  env::check_environment();
   debug_checks = options.debug_checks ? *options.debug_checks : env::get_flag(env::kDebugChecks, false);
-  require_same_on_all_ranks(*bootstrap, debug_checks, "debug checks (IRIS_DEBUG_CHECKS)");
   const auto timeout = options.wait_timeout ? *options.wait_timeout
                                             : env::get_seconds(env::kWaitTimeout, kDefaultWaitTimeout);
   wait_timeout_ns = static_cast<std::uint64_t>(timeout.count());
@@ -102,6 +99,12 @@ ContextState::ContextState(std::unique_ptr<Bootstrap> bootstrap_in, const Contex
   }
   const HeapTransport transport = options.transport ? *options.transport : transport_from_env();
   const auto bootstrap_timeout = env::get_seconds(env::kBootstrapTimeout, kDefaultBootstrapTimeout);
+
+  topology = discover_topology(*bootstrap);
+  cuda_device = choose_device(options, topology);
+  make_current();
+  IRIS_CUDA_CHECK(cudaFree(nullptr));  // create the CUDA context now, not inside a later call
+  require_same_on_all_ranks(*bootstrap, debug_checks, "debug checks (IRIS_DEBUG_CHECKS)");
 
   IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   IRIS_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&mailbox), sizeof(*mailbox),

@@ -1,7 +1,5 @@
 #include "iris/host/error.hpp"
 
-#include <cuda_runtime_api.h>
-
 #include <cstring>
 
 namespace iris {
@@ -17,10 +15,20 @@ std::string_view to_string(Errc code) noexcept {
     case Errc::kMismatch: return "mismatch between ranks";
     case Errc::kSystem: return "system";
     case Errc::kUnsupported: return "unsupported";
+    case Errc::kNoDevice: return "no device";
     case Errc::kInternal: return "internal error";
   }
   return "unknown";
 }
+
+namespace detail {
+// The name of a CUDA status. This default (a weak symbol, for programs such as iris-run that
+// link Iris's host code without CUDA) knows none; src/cuda_error.cpp, which every program that
+// makes a CUDA call through Iris links, replaces it with the CUDA runtime's names.
+[[gnu::weak]] const char* cuda_status_name(int /*status*/) noexcept {
+  return nullptr;
+}
+}  // namespace detail
 
 namespace {
 std::string format(Errc code, const std::string& message, int cuda_status,
@@ -32,8 +40,9 @@ std::string format(Errc code, const std::string& message, int cuda_status,
   if (cuda_status != 0) {
     // Driver (CUresult) and runtime (cudaError_t) codes share their common values, and the
     // runtime's names are the ones users search for.
+    const char* name = detail::cuda_status_name(cuda_status);
     text += " [cuda: ";
-    text += cudaGetErrorName(static_cast<cudaError_t>(cuda_status));
+    text += name != nullptr ? name : "status";
     text += " (" + std::to_string(cuda_status) + ")]";
   }
   if (where.file_name() != nullptr && where.file_name()[0] != '\0') {
@@ -55,13 +64,6 @@ Error::Error(Errc code, const std::string& message, int cuda_status, std::source
       where_(where) {}
 
 namespace detail {
-
-void throw_cuda_error(int status, const char* expression, std::source_location where) {
-  // Clear the non-sticky last error so that the next check does not report this one again.
-  (void)cudaGetLastError();
-  const char* text = cudaGetErrorString(static_cast<cudaError_t>(status));
-  throw Error(Errc::kCuda, std::string(expression) + " failed: " + text, status, where);
-}
 
 void throw_system_error(int errno_value, const std::string& what, std::source_location where) {
   throw Error(Errc::kSystem, what + ": " + std::strerror(errno_value), 0, where);

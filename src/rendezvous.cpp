@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "detail/log.hpp"
@@ -136,10 +137,11 @@ struct Session {
 
 class RendezvousServer::Loop {
  public:
-  Loop(UniqueFd listener, int wake_fd, int world_size, std::string secret,
+  Loop(UniqueFd listener, int wake_fd, int notice_fd, int world_size, std::string secret,
        std::chrono::nanoseconds timeout, std::string endpoint)
       : listener_(std::move(listener)),
         wake_fd_(wake_fd),
+        notice_fd_(notice_fd),
         world_size_(world_size),
         secret_(std::move(secret)),
         timeout_(timeout),
@@ -147,6 +149,16 @@ class RendezvousServer::Loop {
 
   // The thread's body. Exceptions end the loop with a log line rather than std::terminate: the
   // clients then see the connection close, which they report.
+  // Called from another thread (RendezvousServer::rank_exited); the loop picks it up.
+  void post_exit(int rank, std::string how) {
+    {
+      const std::lock_guard lock(notices_mutex_);
+      notices_.emplace_back(rank, std::move(how));
+    }
+    const std::uint64_t one = 1;
+    (void)!::write(notice_fd_, &one, sizeof one);
+  }
+
   void run() noexcept {
     try {
       while (!stopping_ || (has_output() && Clock::now() < drain_until_)) poll_once();
@@ -163,6 +175,7 @@ class RendezvousServer::Loop {
     fds.push_back({wake_fd_, POLLIN, 0});
     const bool accepting = !stopping_ && Clock::now() >= accept_paused_until_;
     fds.push_back({accepting ? listener_.get() : -1, POLLIN, 0});
+    fds.push_back({notice_fd_, POLLIN, 0});
     const std::size_t watched = connections_.size();
     for (const auto& connection : connections_) {
       const short events = static_cast<short>((connection->closing ? 0 : POLLIN) |
@@ -175,12 +188,44 @@ class RendezvousServer::Loop {
     }
     if (fds[0].revents != 0) begin_stop();
     if (fds[1].revents & POLLIN) accept_all();
-    for (std::size_t i = 0; i < watched; ++i) serve(*connections_[i], fds[i + 2].revents);
+    if (fds[2].revents != 0) take_notices();
+    for (std::size_t i = 0; i < watched; ++i) serve(*connections_[i], fds[i + 3].revents);
     check_timers();
     std::erase_if(connections_, [](const auto& connection) { return connection->dead; });
     // A bootstrap that every rank has joined and left is over.
     std::erase_if(sessions_,
                   [&](const auto& entry) { return entry.second.departed_count == world_size_; });
+  }
+
+  // Ranks that the launcher saw exit: every bootstrap they have not joined (now or later)
+  // fails at once, since they will never come.
+  void take_notices() {
+    std::uint64_t value = 0;
+    (void)!::read(notice_fd_, &value, sizeof value);
+    std::vector<std::pair<int, std::string>> notices;
+    {
+      const std::lock_guard lock(notices_mutex_);
+      notices.swap(notices_);
+    }
+    for (auto& [rank, how] : notices) {
+      if (rank < 0 || rank >= world_size_) continue;
+      exited_.emplace(rank, std::move(how));
+    }
+    for (auto& [instance, session] : sessions_) fail_if_an_exited_rank_is_missing(session);
+  }
+
+  void fail_if_an_exited_rank_is_missing(Session& session) {
+    if (session.failure || stopping_) return;
+    for (const auto& [rank, how] : exited_) {
+      const auto index = static_cast<std::size_t>(rank);
+      if (session.by_rank[index] != nullptr || session.departed[index]) continue;
+      std::string what = session.instance > 1
+                             ? "bootstrap " + std::to_string(session.instance) + " of the job"
+                             : "the job's rendezvous";
+      fail_session(session, Errc::kBootstrap,
+                   "rank " + std::to_string(rank) + " " + how + " without joining " + what);
+      return;
+    }
   }
 
   void begin_stop() {
@@ -354,6 +399,9 @@ class RendezvousServer::Loop {
     if (refusal) {
       log(LogLevel::kWarn, "rendezvous at ", endpoint_,
           ": refused a connection: ", refusal->message);
+      // Kept for the timeout message: "rank 1 connected but was refused: ..." says more than
+      // "never connected".
+      if (hello.rank >= 0 && hello.rank < world_size_) refused_[hello.rank] = refusal->message;
       send(connection, make_frame(MessageType::kFailure, static_cast<std::uint32_t>(refusal->code),
                                   {refusal->message}));
       connection.closing = true;
@@ -366,6 +414,7 @@ class RendezvousServer::Loop {
     log(LogLevel::kDebug, "rendezvous at ", endpoint_, ": rank ", hello.rank, " joined bootstrap ",
         hello.instance);
     send(connection, make_frame(MessageType::kWelcome, 0, {}));
+    fail_if_an_exited_rank_is_missing(*session);
   }
 
   // Whether a hello belongs to this job at all.
@@ -596,13 +645,22 @@ class RendezvousServer::Loop {
     std::string message = session.name(session.gathering->collective, session.gathering->sequence) +
                           ": " + describe_ranks(missing) + " did not arrive within " +
                           format_seconds(timeout_);
-    if (!never_connected.empty())
-      message += " (" + describe_ranks(never_connected) + " never connected to the rendezvous)";
+    std::vector<int> silent;
+    for (const int rank : never_connected) {
+      if (const auto refused = refused_.find(rank); refused != refused_.end())
+        message += " (rank " + std::to_string(rank) +
+                   " connected but was refused: " + refused->second + ")";
+      else
+        silent.push_back(rank);
+    }
+    if (!silent.empty())
+      message += " (" + describe_ranks(silent) + " never connected to the rendezvous)";
     return message;
   }
 
   UniqueFd listener_;
   const int wake_fd_;
+  const int notice_fd_;
   const int world_size_;
   const std::string secret_;
   const std::chrono::nanoseconds timeout_;
@@ -610,6 +668,10 @@ class RendezvousServer::Loop {
 
   std::vector<std::unique_ptr<Connection>> connections_;
   std::map<std::uint64_t, Session> sessions_;  // by bootstrap number
+  std::map<int, std::string> refused_;         // the last refusal of a hello claiming a rank
+  std::map<int, std::string> exited_;          // ranks the launcher saw exit, and how
+  std::mutex notices_mutex_;
+  std::vector<std::pair<int, std::string>> notices_;  // posted by rank_exited()
   bool stopping_ = false;
   Clock::time_point drain_until_;
   Clock::time_point accept_paused_until_;
@@ -627,14 +689,20 @@ RendezvousServer::RendezvousServer(std::string_view endpoint, int world_size, st
   endpoint_ = bound_endpoint(listener.get(), requested).to_string();
   wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_) throw_system_error(errno, "eventfd()");
-  loop_ = std::make_unique<Loop>(std::move(listener), wake_.get(), world_size, std::move(secret),
-                                 timeout, endpoint_);
+  notices_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!notices_) throw_system_error(errno, "eventfd()");
+  loop_ = std::make_unique<Loop>(std::move(listener), wake_.get(), notices_.get(), world_size,
+                                 std::move(secret), timeout, endpoint_);
   thread_ = std::thread([loop = loop_.get()] { loop->run(); });
   log(LogLevel::kDebug, "rendezvous serving ", world_size, " ranks at ", endpoint_);
 }
 
 RendezvousServer::~RendezvousServer() {
   stop();
+}
+
+void RendezvousServer::rank_exited(int rank, std::string how) {
+  if (thread_.joinable()) loop_->post_exit(rank, std::move(how));
 }
 
 void RendezvousServer::stop() {

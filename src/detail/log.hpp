@@ -13,7 +13,8 @@ enum class LogLevel { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3, kTrace = 4 }
 LogLevel log_level();
 bool log_enabled(LogLevel level);
 /// Writes "iris <level> [rank R]: message" as one write(2), so that lines of ranks that share a
-/// terminal do not interleave mid-line. The rank comes from IRIS_RANK when it is set.
+/// terminal do not interleave mid-line. The rank comes from IRIS_RANK, RANK (torchrun),
+/// OMPI_COMM_WORLD_RANK or PMI_RANK, the first that is set.
 void log_line(LogLevel level, const std::string& message);
 
 template <class... Args>

@@ -116,6 +116,13 @@ class RendezvousServer {
   /// The endpoint clients connect to (with the port chosen by the kernel for "tcp:host:0").
   const std::string& endpoint() const noexcept { return endpoint_; }
 
+  /// Tells the server that the process of `rank` has exited, `how` in words ("exited with code
+  /// 0"): every bootstrap that rank has not joined fails at once on the other ranks
+  /// (iris::Error(kBootstrap) "rank 1 exited with code 0 without joining the job's
+  /// rendezvous"), now and when opened later, instead of at the timeout. Thread-safe; the
+  /// launcher calls it when it reaps a rank.
+  void rank_exited(int rank, std::string how);
+
   /// Stops serving: results not yet delivered get up to a second to drain, then every
   /// connection is closed (clients see the rendezvous close). Idempotent.
   void stop();
@@ -124,7 +131,8 @@ class RendezvousServer {
   class Loop;
 
   std::string endpoint_;
-  UniqueFd wake_;  // eventfd: stop() writes it to wake the loop
+  UniqueFd wake_;     // eventfd: stop() writes it to wake the loop
+  UniqueFd notices_;  // eventfd: rank_exited() writes it
   std::unique_ptr<Loop> loop_;
   std::thread thread_;
 };
@@ -160,7 +168,7 @@ class RendezvousClient final : public Bootstrap {
   void run(rendezvous::Collective collective, int root, const void* send, std::size_t send_bytes,
            std::size_t declared_bytes, void* result, std::size_t result_bytes);
   void receive_result(const std::string& what, std::uint64_t sequence, void* result,
-                      std::size_t result_bytes);
+                      std::size_t result_bytes, const Deadline& deadline);
   [[noreturn]] void fail(Errc code, const std::string& message);
 
   std::string endpoint_;

@@ -37,3 +37,13 @@ cmake -S "$here" -B "$scratch/consumer" "${generator[@]}" -DCMAKE_BUILD_TYPE=Rel
 cmake --build "$scratch/consumer" >"$scratch/build.log" 2>&1 || { cat "$scratch/build.log"; exit 1; }
 "$scratch/consumer/consumer"
 ctest --test-dir "$scratch/consumer" --output-on-failure
+if [ "$mode" = install ]; then
+  # A consumer that sets no CUDA architecture is told what Iris needs.
+  cmake -S "$here" -B "$scratch/default-arch" "${generator[@]}" "${config[@]}" \
+        -DIRIS_CONSUMER_DEFAULT_ARCH=ON >"$scratch/default-arch.log" 2>&1 || true
+  if ! grep -q "iris: CMAKE_CUDA_ARCHITECTURES" "$scratch/default-arch.log"; then
+    echo "the package said nothing about a consumer without a CUDA architecture:" >&2
+    cat "$scratch/default-arch.log" >&2
+    exit 1
+  fi
+fi

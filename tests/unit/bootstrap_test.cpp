@@ -11,6 +11,8 @@
 #include <numeric>
 #include <string>
 #include <thread>
+
+#include <poll.h>
 #include <vector>
 
 #include "detail/rendezvous.hpp"
@@ -482,11 +484,30 @@ TEST(RanksOnThisHost, AllForkedRanksShareTheHost) {
 // Clears every variable bootstrap_from_env reads, so that the test's own environment cannot
 // steer it.
 void clear_launcher_variables(iris::test::ScopedEnv& env) {
-  for (const char* name :
-       {"IRIS_BOOTSTRAP", "IRIS_RANK", "IRIS_WORLD_SIZE", "IRIS_JOB_SECRET", "IRIS_BOOTSTRAP_PORT",
-        "IRIS_BOOTSTRAP_TIMEOUT", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-        "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"})
+  for (const char* name : {"IRIS_BOOTSTRAP",
+                           "IRIS_RANK",
+                           "IRIS_WORLD_SIZE",
+                           "IRIS_JOB_SECRET",
+                           "IRIS_BOOTSTRAP_PORT",
+                           "IRIS_BOOTSTRAP_TIMEOUT",
+                           "RANK",
+                           "WORLD_SIZE",
+                           "MASTER_ADDR",
+                           "MASTER_PORT",
+                           "OMPI_COMM_WORLD_RANK",
+                           "OMPI_COMM_WORLD_SIZE",
+                           "PMI_RANK",
+                           "PMI_SIZE",
+                           "TORCHELASTIC_RUN_ID",
+                           "OMPI_MCA_ess_base_jobid",
+                           "PMIX_NAMESPACE",
+                           "SLURM_JOB_ID",
+                           "LOCAL_RANK",
+                           "LOCAL_WORLD_SIZE",
+                           "IRIS_LOCAL_RANK",
+                           "IRIS_LOCAL_WORLD_SIZE",
+                           "TORCHELASTIC_RESTART_COUNT",
+                           "SLURM_STEP_ID"})
     env.unset(name);
 }
 
@@ -529,7 +550,7 @@ TEST(BootstrapFromEnv, ReportsMissingAndMalformedVariables) {
   EXPECT_THAT(error.message(), HasSubstr("IRIS_BOOTSTRAP is set but no rank is"));
   env.set("IRIS_RANK", "0");
   error = error_of([] { iris::bootstrap_from_env(); });
-  EXPECT_THAT(error.message(), HasSubstr("IRIS_WORLD_SIZE is not set"));
+  EXPECT_THAT(error.message(), HasSubstr("IRIS_RANK is set but IRIS_WORLD_SIZE is not"));
   env.set("IRIS_WORLD_SIZE", "two");
   error = error_of([] { iris::bootstrap_from_env(); });
   EXPECT_THAT(error.message(), HasSubstr("IRIS_WORLD_SIZE"));
@@ -539,7 +560,7 @@ TEST(BootstrapFromEnv, ReportsMissingAndMalformedVariables) {
   clear_launcher_variables(env);
   env.set("RANK", "5").set("WORLD_SIZE", "2");
   EXPECT_THAT(error_of([] { iris::bootstrap_from_env(); }).message(),
-              HasSubstr("rank 5 is out of range"));
+              HasSubstr("RANK=5 is out of range for WORLD_SIZE=2"));
 }
 
 TEST(BootstrapFromEnv, TorchrunRankZeroServesTheOthers) {
@@ -589,6 +610,116 @@ TEST(BootstrapFromEnv, PmiWithOneRankNeedsNoServer) {
   auto bootstrap = iris::bootstrap_from_env();
   EXPECT_EQ(bootstrap->world_size(), 1);
   bootstrap->barrier();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Isolation and messages (issue 12)
+
+// Two torchrun jobs under torchrun's default rendezvous id ("none") whose Iris port is the
+// same: job B's rank 1 tries job A's rendezvous first and must be refused, and job A must not
+// notice. `secrets` (job A's, job B's) are IRIS_JOB_SECRET values, or empty for derived ones.
+void two_jobs_on_one_port(const std::string& secret_a, const std::string& secret_b) {
+  const int port = free_tcp_port();
+  // Torchrun's store ports, which differ between two jobs running at once (nothing listens on
+  // them here: Iris only reads them).
+  const int store_a = 29500;
+  const int store_b = 29502;
+  const auto outcomes = run_forked(3, [&](int process) {
+    iris::test::ScopedEnv env;
+    clear_launcher_variables(env);
+    const bool job_b = process == 2;
+    env.set("RANK", std::to_string(job_b ? 1 : process)).set("WORLD_SIZE", "2");
+    env.set("MASTER_ADDR", "127.0.0.1").set("TORCHELASTIC_RUN_ID", "none");
+    env.set("MASTER_PORT", std::to_string(job_b ? store_b : store_a));
+    env.set("IRIS_BOOTSTRAP_PORT", std::to_string(port)).set("IRIS_BOOTSTRAP_TIMEOUT", "20");
+    const std::string& secret = job_b ? secret_b : secret_a;
+    if (!secret.empty()) env.set("IRIS_JOB_SECRET", secret);
+    if (job_b) std::this_thread::sleep_for(100ms);         // after job A's rank 0 serves
+    if (process == 1) std::this_thread::sleep_for(400ms);  // job A's rank 1 comes last
+    auto bootstrap = iris::bootstrap_from_env();
+    exercise_collectives(*bootstrap, 3);
+  });
+  EXPECT_TRUE(outcomes[0].succeeded()) << outcomes[0];
+  EXPECT_TRUE(outcomes[1].succeeded()) << outcomes[1];
+  EXPECT_TRUE(outcomes[2].threw(Errc::kBootstrap)) << outcomes[2];
+  EXPECT_THAT(outcomes[2].message, HasSubstr("wrong job secret")) << outcomes[2];
+}
+
+TEST(BootstrapFromEnv, TorchrunJobsWithTheDefaultRunIdAreToldApart) {
+  two_jobs_on_one_port("", "");
+}
+
+TEST(BootstrapFromEnv, AGivenSecretKeepsAnotherJobOut) {
+  two_jobs_on_one_port("secret of job A", "secret of job B");
+}
+
+TEST(Rendezvous, ARefusedRankIsReportedAsRefusedNotAsNeverConnected) {
+  RendezvousServer server(fresh_unix_endpoint(), 2, kSecret, 1s);
+  EXPECT_THAT(
+      error_of([&] { iris::connect_bootstrap(server.endpoint(), 1, 2, "wrong", 5s); }).message(),
+      HasSubstr("wrong job secret"));
+  auto bootstrap = iris::connect_bootstrap(server.endpoint(), 0, 2, kSecret, 5s);
+  const Error error = error_of([&] { bootstrap->barrier(); });
+  EXPECT_EQ(error.code(), Errc::kTimeout);
+  EXPECT_THAT(error.message(), HasSubstr("rank 1 connected but was refused: wrong job secret"));
+  EXPECT_THAT(error.message(), testing::Not(HasSubstr("never connected")));
+}
+
+TEST(Rendezvous, ARankKnownToHaveExitedFailsTheOthersAtOnce) {
+  RendezvousServer server(fresh_unix_endpoint(), 3, kSecret, 30s);
+  server.rank_exited(2, "exited with code 0");
+  const auto start = std::chrono::steady_clock::now();
+  auto bootstrap = iris::connect_bootstrap(server.endpoint(), 0, 3, kSecret, 30s);
+  const Error error = error_of([&] { bootstrap->barrier(); });
+  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_EQ(error.code(), Errc::kBootstrap);
+  EXPECT_THAT(error.message(),
+              HasSubstr("rank 2 exited with code 0 without joining the job's rendezvous"));
+}
+
+// A TCP server that is not Iris: it answers every connection with `answer` (or nothing) and
+// keeps it open for two seconds.
+class ForeignServer {
+ public:
+  explicit ForeignServer(std::string answer)
+      : listener_(iris::detail::listen_at(iris::detail::parse_endpoint("tcp:127.0.0.1:0"),
+                                          SOCK_STREAM, 4)),
+        endpoint_(iris::detail::bound_endpoint(listener_.get(),
+                                               iris::detail::parse_endpoint("tcp:127.0.0.1:0"))
+                      .to_string()),
+        thread_([this, answer = std::move(answer)] {
+          pollfd entry{listener_.get(), POLLIN, 0};
+          if (::poll(&entry, 1, 5000) <= 0) return;
+          iris::detail::UniqueFd peer(::accept(listener_.get(), nullptr, nullptr));
+          if (!answer.empty()) (void)!::write(peer.get(), answer.data(), answer.size());
+          std::this_thread::sleep_for(2s);
+        }) {}
+  ~ForeignServer() { thread_.join(); }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  iris::detail::UniqueFd listener_;
+  std::string endpoint_;
+  std::thread thread_;
+};
+
+TEST(Rendezvous, AForeignServerOnThePortIsNamedAsSuch) {
+  ForeignServer foreign("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+  const Error error =
+      error_of([&] { iris::connect_bootstrap(foreign.endpoint(), 0, 2, kSecret, 3s); });
+  EXPECT_EQ(error.code(), Errc::kBootstrap);
+  EXPECT_THAT(error.message(), HasSubstr("is not an Iris rendezvous"));
+  EXPECT_THAT(error.message(), testing::Not(HasSubstr("malformed")));
+}
+
+TEST(Rendezvous, ASilentForeignServerHonoursTheTimeout) {
+  ForeignServer foreign("");
+  const auto start = std::chrono::steady_clock::now();
+  const Error error =
+      error_of([&] { iris::connect_bootstrap(foreign.endpoint(), 0, 2, kSecret, 1s); });
+  EXPECT_LT(seconds_since(start), 1.8);  // the timeout, not the timeout plus the grace
+  EXPECT_EQ(error.code(), Errc::kTimeout);
+  EXPECT_THAT(error.message(), HasSubstr("is not an Iris rendezvous"));
 }
 
 }  // namespace

@@ -43,7 +43,8 @@ TEST(EnvParseSize, AcceptsPlainNumbersAndBinarySuffixes) {
 }
 
 TEST(EnvParseSize, RejectsAnythingElseNamingTheVariable) {
-  for (const char* bad : {"", "abc", "12Q", "-1", "1.5G", "G", "99999999999T"}) {
+  for (const char* bad : {"", "abc", "12Q", "-1", "1.5G", "G", "99999999999T", "1bb", "1kbb",
+                          "1kibib", "1e30", "0x10", "99999999999999999999999"}) {
     const std::string message =
         invalid_argument_message([&] { iris::env::parse_size(bad, "IRIS_HEAP_SIZE"); });
     EXPECT_THAT(message, HasSubstr("IRIS_HEAP_SIZE")) << bad;
@@ -67,7 +68,11 @@ TEST(EnvParseSeconds, AcceptsWholeAndFractionalSeconds) {
   EXPECT_EQ(parse_seconds("0.5", "X"), 500ms);
   EXPECT_EQ(parse_seconds("0", "X"), 0s);
   EXPECT_EQ(parse_seconds(" 2.25 ", "X"), 2250ms);
-  for (const char* bad : {"", "-1", "abc", "5s", "inf", "nan"}) {
+  EXPECT_EQ(parse_seconds("1e3", "X"), 1000s);
+  EXPECT_EQ(parse_seconds("9.2e9", "X"), std::chrono::seconds(9'200'000'000));
+  // Hex, a leading '+', and anything that does not fit in 64-bit nanoseconds are refused.
+  for (const char* bad : {"", "-1", "abc", "5s", "inf", "nan", "0x10", "0x1p3", "+5", "1e10",
+                          "1e30", "1e400", "-0.5"}) {
     const std::string message =
         invalid_argument_message([&] { parse_seconds(bad, "IRIS_BOOTSTRAP_TIMEOUT"); });
     EXPECT_THAT(message, HasSubstr("IRIS_BOOTSTRAP_TIMEOUT")) << bad;
@@ -110,6 +115,39 @@ TEST(EnvGetters, UseTheFallbackOnlyWhenUnsetOrEmpty) {
               HasSubstr("IRIS_TEST_VARIABLE: cannot parse 'lots'"));
   EXPECT_THAT(invalid_argument_message([] { iris::env::get_flag("IRIS_TEST_VARIABLE", false); }),
               HasSubstr("IRIS_TEST_VARIABLE"));
+}
+
+TEST(EnvCheckEnvironment, AcceptsAGoodEnvironmentAndNamesTheFirstBadVariable) {
+  iris::test::ScopedEnv env;
+  for (const char* name : {"IRIS_BOOTSTRAP", "IRIS_RANK", "IRIS_WORLD_SIZE", "IRIS_LOCAL_RANK",
+                           "IRIS_LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                           "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                           "PMI_RANK", "PMI_SIZE", "MASTER_PORT", "IRIS_BOOTSTRAP_PORT"})
+    env.unset(name);
+  env.set("IRIS_HEAP_SIZE", "2GiB").set("IRIS_WAIT_TIMEOUT", "0").set("IRIS_DEBUG_CHECKS", "on");
+  env.set("IRIS_HEAP_TRANSPORT", "vmm")
+      .set("IRIS_DEVICE", "3")
+      .set("IRIS_BOOTSTRAP_TIMEOUT", "0.5");
+  env.set("RANK", "1").set("WORLD_SIZE", "2").set("MASTER_PORT", "29500");
+  iris::env::check_environment();
+  env.set("IRIS_WAIT_TIMEOUT", "1e10");
+  EXPECT_THAT(invalid_argument_message([] { iris::env::check_environment(); }),
+              HasSubstr("IRIS_WAIT_TIMEOUT: cannot parse '1e10'"));
+  env.set("IRIS_WAIT_TIMEOUT", "1");
+  env.set("MASTER_PORT", "65535");
+  EXPECT_THAT(invalid_argument_message([] { iris::env::check_environment(); }),
+              HasSubstr("MASTER_PORT='65535' is out of range"));
+  env.set("MASTER_PORT", "29500");
+  env.unset("WORLD_SIZE");
+  EXPECT_THAT(invalid_argument_message([] { iris::env::check_environment(); }),
+              HasSubstr("RANK is set but WORLD_SIZE is not: torchrun sets both"));
+  // Under iris-run only its own variables count: a stray RANK is not read, so not refused.
+  env.set("IRIS_BOOTSTRAP", "unix:@iris-env-test").set("IRIS_RANK", "0");
+  env.set("IRIS_WORLD_SIZE", "1");
+  iris::env::check_environment();
+  env.set("MASTER_PORT", "65535").set("IRIS_BOOTSTRAP_PORT", "29600");
+  env.unset("IRIS_BOOTSTRAP").unset("IRIS_RANK").unset("IRIS_WORLD_SIZE").set("WORLD_SIZE", "2");
+  iris::env::check_environment();  // MASTER_PORT + 1 is not used when the port is given
 }
 
 }  // namespace

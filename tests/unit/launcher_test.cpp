@@ -62,13 +62,30 @@ bool drain(int fd, std::string& into) {  // false at end-of-file
 // Runs iris-run with `args`, collecting its output. `while_running` is called every few
 // milliseconds with the launcher's pid until it exits. The launcher is killed at `deadline`
 // (a test failure), so no test can hang.
+LaunchResult launch_program(const std::string& program, const std::vector<std::string>& args,
+                            const std::function<void(pid_t)>& while_running,
+                            std::chrono::seconds deadline);
+
 LaunchResult launch(const std::vector<std::string>& args,
                     const std::function<void(pid_t)>& while_running = {},
                     std::chrono::seconds deadline = 30s) {
+  return launch_program(kLauncher, args, while_running, deadline);
+}
+
+// Runs `script` with bash, with $IRIS_RUN (the launcher) and $RANK_HELPER (the helper rank) set.
+LaunchResult shell(const std::string& script, std::chrono::seconds deadline = 30s) {
+  iris::test::ScopedEnv env;
+  env.set("IRIS_RUN", kLauncher).set("RANK_HELPER", kRank);
+  return launch_program("/bin/bash", {"-c", script}, {}, deadline);
+}
+
+LaunchResult launch_program(const std::string& program, const std::vector<std::string>& args,
+                            const std::function<void(pid_t)>& while_running,
+                            std::chrono::seconds deadline) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
     throw std::runtime_error("pipe2");
-  std::vector<std::string> argv_strings{kLauncher};
+  std::vector<std::string> argv_strings{program};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& text : argv_strings) argv.push_back(text.data());
@@ -79,7 +96,7 @@ LaunchResult launch(const std::vector<std::string>& args,
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
-    ::execv(kLauncher.c_str(), argv.data());
+    ::execv(program.c_str(), argv.data());
     ::_exit(250);
   }
   ::close(out[1]);
@@ -201,8 +218,12 @@ TEST(Launcher, ExplainsBadUsage) {
       {{"-n", "two", kRank}, "-n expects a number of ranks, not 'two'"},
       {{"-n"}, "-n needs a value"},
       {{"-n", "2"}, "no program to run"},
-      {{"-n", "2", "--timeout", "soon", kRank},
-       "--timeout expects a number of seconds, not 'soon'"},
+      {{"-n", "2", "--timeout", "soon", kRank}, "--timeout: cannot parse 'soon'"},
+      {{"-n", "2", "--timeout", "0x10", kRank}, "--timeout: cannot parse '0x10'"},
+      {{"-n", "2", "--timeout", "1e10", kRank}, "--timeout: cannot parse '1e10'"},
+      {{"-n", "100000", kRank},
+       "-n 100000 is more ranks than iris-run starts on one host (at most 4096)"},
+      {{"-n", "99999999999", kRank}, "-n 99999999999 is more ranks than iris-run starts"},
       {{"-n", "2", "--timeout=0", kRank}, "--timeout must be more than 0 seconds"},
       {{"-n", "2", "--gpus", "0,,1", kRank}, "--gpus expects device ordinals"},
       {{"-n", "2", "--frobnicate", kRank}, "unknown option '--frobnicate'"},
@@ -404,6 +425,224 @@ TEST(Launcher, RanksDieWhenTheLauncherIsKilled) {
   });
   EXPECT_EQ(result.signal, SIGKILL) << result;
   expect_no_survivors(pids, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hardening (issue 12): limits, output problems, leftovers, messages
+
+TEST(Launcher, ChecksTheOpenFilesLimitBeforeStartingAnything) {
+  PidDirectory pids;
+  // 100 ranks need about 464 descriptors; a hard limit of 64 cannot give them.
+  const LaunchResult result =
+      shell("ulimit -n 64 && exec \"$IRIS_RUN\" -n 100 \"$RANK_HELPER\" hang");
+  EXPECT_EQ(result.exit_code, 1) << result;
+  EXPECT_THAT(result.err, HasSubstr("-n 100 needs about 464 open files")) << result;
+  EXPECT_THAT(result.err, HasSubstr("at most 64 (ulimit -n)")) << result;
+  EXPECT_LT(result.seconds, 5.0) << result;
+  EXPECT_TRUE(pids.pids().empty()) << "a rank was started";
+}
+
+TEST(Launcher, RaisesItsSoftOpenFilesLimitButNotTheRanks) {
+  // Soft 64, hard 4096: iris-run raises its own soft limit for 20 ranks' pipes; the ranks
+  // still see 64.
+  const LaunchResult result = shell(
+      "ulimit -Sn 64 && ulimit -Hn 4096 && exec \"$IRIS_RUN\" -n 20 -- /bin/sh -c 'ulimit -Sn'");
+  EXPECT_EQ(result.exit_code, 0) << result;
+  EXPECT_THAT(result.out, HasSubstr("[rank 19] 64")) << result;
+}
+
+TEST(Launcher, SurvivesAClosedStderr) {
+  LaunchResult result =
+      shell("\"$IRIS_RUN\" -n 2 \"$RANK_HELPER\" print-many 3 2>&-; echo \"exit=$?\"");
+  EXPECT_THAT(result.out, HasSubstr("[rank 1] stdout line 2")) << result;
+  EXPECT_THAT(result.out, HasSubstr("exit=0")) << result;
+  result = shell("\"$IRIS_RUN\" -n 2 \"$RANK_HELPER\" allgather 2>&-; echo \"exit=$?\"");
+  EXPECT_THAT(result.out, HasSubstr("[rank 0] rank 0 saw 0 1")) << result;
+  EXPECT_THAT(result.out, HasSubstr("exit=0")) << result;
+  // A failing rank's code still comes through.
+  result = shell("\"$IRIS_RUN\" -n 2 \"$RANK_HELPER\" exit 1 3 2>&-; echo \"exit=$?\"");
+  EXPECT_THAT(result.out, HasSubstr("exit=3")) << result;
+}
+
+TEST(Launcher, SurvivesAClosedStdoutAndSaysSo) {
+  const LaunchResult result =
+      shell("\"$IRIS_RUN\" -n 2 \"$RANK_HELPER\" print-many 100 >&-; echo \"exit=$?\" >&2");
+  EXPECT_THAT(result.err, HasSubstr("exit=0")) << result;
+  EXPECT_THAT(result.err, HasSubstr("iris-run: stdout is closed")) << result;
+  EXPECT_THAT(result.err, HasSubstr("[rank 1] stderr line 99")) << result;
+}
+
+TEST(Launcher, AFullDiskDropsOutputButTheJobRunsOn) {
+  const LaunchResult result =
+      shell("\"$IRIS_RUN\" -n 2 \"$RANK_HELPER\" print-many 2000 >/dev/full; echo \"exit=$?\" >&2");
+  EXPECT_THAT(result.err, HasSubstr("exit=0")) << result;
+  EXPECT_THAT(result.err, HasSubstr("[rank 1] stderr line 1999")) << result;
+  const std::string notice = "iris-run: cannot write to stdout";
+  EXPECT_THAT(result.err, HasSubstr(notice + " (write(): No space left on device)")) << result;
+  EXPECT_EQ(result.err.find(notice), result.err.rfind(notice)) << "said more than once\n" << result;
+}
+
+TEST(Launcher, ALineLongerThan64KiBIsCutIntoPrefixedPieces) {
+  const LaunchResult result = launch({"-n", "1", kRank, "long-line", "150000"});
+  EXPECT_EQ(result.exit_code, 0) << result;
+  const auto lines = lines_of(result.out);
+  ASSERT_EQ(lines.size(), 3u);
+  std::string joined;
+  for (const auto& line : lines) {
+    ASSERT_TRUE(line.starts_with("[rank 0] "));
+    joined += line.substr(9);
+  }
+  EXPECT_EQ(joined, std::string(150000, 'x'));
+  EXPECT_THAT(launch({"--help"}).out, HasSubstr("longer than 64 KiB"));
+}
+
+TEST(Launcher, ABadInterpreterLineIsNamed) {
+  const std::string script = testing::TempDir() + "iris-run-bad-interpreter.sh";
+  {
+    std::ofstream file(script);
+    file << "#!/no/such/interpreter -x\necho hello\n";
+  }
+  ::chmod(script.c_str(), 0755);
+  const LaunchResult result = launch({"-n", "2", script});
+  EXPECT_EQ(result.exit_code, 126) << result;
+  EXPECT_THAT(result.err, HasSubstr("its #! line names the interpreter '/no/such/interpreter', "
+                                    "which does not exist"))
+      << result;
+  std::filesystem::remove(script);
+}
+
+TEST(Launcher, ARankThatExitsBeforeJoiningFailsTheOthersAtOnce) {
+  iris::test::ScopedEnv env;
+  env.set("IRIS_BOOTSTRAP_TIMEOUT", "60");
+  const LaunchResult result = launch({"-n", "3", kRank, "exit-early", "1"});
+  EXPECT_EQ(result.exit_code, 3) << result;
+  EXPECT_LT(result.seconds, 10.0) << result;  // not the 60 s bootstrap timeout
+  EXPECT_THAT(result.err,
+              HasSubstr("rank 1 exited with code 0 without joining the job's rendezvous"))
+      << result;
+}
+
+TEST(Launcher, ASetsidGrandchildDiesAtANormalEndWithoutDelay) {
+  PidDirectory pids;
+  const LaunchResult result = launch({"-n", "2", kRank, "setsid-grandchild"});
+  EXPECT_EQ(result.exit_code, 0) << result;
+  EXPECT_LT(result.seconds, 1.5) << result;  // no drain wait for the grandchildren's pipes
+  expect_no_survivors(pids, 4);
+}
+
+TEST(Launcher, AWrapperScriptsChildrenDieWhenTheLauncherIsKilled) {
+  PidDirectory pids;
+  bool killed = false;
+  const LaunchResult result = launch({"-n", "2", kRank, "hang-with-child"}, [&](pid_t launcher) {
+    if (!killed && pids.pids().size() == 4) {
+      ::kill(launcher, SIGKILL);
+      killed = true;
+    }
+  });
+  EXPECT_TRUE(killed);
+  EXPECT_EQ(result.signal, SIGKILL) << result;
+  expect_no_survivors(pids, 4);
+}
+
+TEST(Launcher, ASetsidGrandchildDiesWhenTheLauncherIsKilled) {
+  PidDirectory pids;
+  bool killed = false;
+  const LaunchResult result =
+      launch({"-n", "2", kRank, "setsid-grandchild-hang"}, [&](pid_t launcher) {
+        if (!killed && pids.pids().size() == 4) {
+          ::kill(launcher, SIGKILL);
+          killed = true;
+        }
+      });
+  EXPECT_TRUE(killed);
+  expect_no_survivors(pids, 4);
+}
+
+TEST(Launcher, HelpSaysWhatIsPromised) {
+  const std::string help = launch({"--help"}).out;
+  EXPECT_THAT(help, HasSubstr("watchdog"));
+  EXPECT_THAT(help, HasSubstr("subreaper"));
+  EXPECT_THAT(help, HasSubstr("1 to 4096"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The environment, checked before any CUDA call (a real process without a GPU)
+
+TEST(Environment, BadValuesAreNamedBeforeAnyCudaCall) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"IRIS_HEAP_SIZE=abc", "IRIS_HEAP_SIZE: cannot parse 'abc'"},
+      {"IRIS_HEAP_SIZE=-1", "IRIS_HEAP_SIZE: cannot parse '-1'"},
+      {"IRIS_HEAP_SIZE=0", "IRIS_HEAP_SIZE='0' is not a heap size"},
+      {"IRIS_HEAP_SIZE=1e30", "IRIS_HEAP_SIZE: cannot parse '1e30'"},
+      {"IRIS_HEAP_SIZE=1bb", "IRIS_HEAP_SIZE: cannot parse '1bb'"},
+      {"IRIS_HEAP_SIZE=1000", "leaves no room"},
+      {"IRIS_WAIT_TIMEOUT=-1", "IRIS_WAIT_TIMEOUT: cannot parse '-1'"},
+      {"IRIS_WAIT_TIMEOUT=1e10", "IRIS_WAIT_TIMEOUT: cannot parse '1e10'"},
+      {"IRIS_WAIT_TIMEOUT=0x10", "IRIS_WAIT_TIMEOUT: cannot parse '0x10'"},
+      {"IRIS_BOOTSTRAP_TIMEOUT=1e30", "IRIS_BOOTSTRAP_TIMEOUT: cannot parse '1e30'"},
+      {"IRIS_BOOTSTRAP_TIMEOUT=0", "IRIS_BOOTSTRAP_TIMEOUT='0' is not a bootstrap timeout"},
+      {"IRIS_DEVICE=-1", "IRIS_DEVICE='-1' is out of range"},
+      {"IRIS_DEVICE=gpu0", "IRIS_DEVICE='gpu0' is not a CUDA device ordinal"},
+      {"IRIS_HEAP_TRANSPORT=nvlink", "IRIS_HEAP_TRANSPORT='nvlink' is not one of auto, vmm, ipc"},
+      {"IRIS_DEBUG_CHECKS=maybe", "IRIS_DEBUG_CHECKS: cannot parse 'maybe'"},
+      {"IRIS_BOOTSTRAP_PORT=70000", "IRIS_BOOTSTRAP_PORT='70000' is out of range"},
+      {"RANK=1", "RANK is set but WORLD_SIZE is not"},
+      {"WORLD_SIZE=4", "WORLD_SIZE is set but RANK is not"},
+      {"IRIS_RANK=1", "IRIS_RANK is set but IRIS_WORLD_SIZE is not"},
+      {"IRIS_RANK=1 IRIS_WORLD_SIZE=2",
+       "IRIS_RANK and IRIS_WORLD_SIZE are set but IRIS_BOOTSTRAP is not"},
+      {"OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not"},
+      {"RANK=5 WORLD_SIZE=2", "RANK=5 is out of range for WORLD_SIZE=2"},
+  };
+  for (const auto& [settings, message] : cases) {
+    const LaunchResult result =
+        shell("env -u IRIS_RANK -u RANK -u WORLD_SIZE " + settings + " \"$RANK_HELPER\" context");
+    EXPECT_EQ(result.exit_code, 2) << settings << "\n" << result;
+    EXPECT_THAT(result.out, HasSubstr("context: invalid argument: ")) << settings << "\n" << result;
+    EXPECT_THAT(result.out, HasSubstr(message)) << settings << "\n" << result;
+  }
+}
+
+TEST(Environment, NoGpuIsItsOwnErrorAndExitCode) {
+  const LaunchResult result = shell("\"$RANK_HELPER\" context");
+  if (result.exit_code == 0) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(result.exit_code, 77) << result;
+  EXPECT_THAT(result.out, HasSubstr("context: no device: rank 0 sees no CUDA device")) << result;
+}
+
+TEST(Environment, LogLevelIsCaseInsensitiveAndABadOneWarnsAtOnce) {
+  LaunchResult result = shell("IRIS_LOG_LEVEL=bogus \"$RANK_HELPER\" context");
+  EXPECT_THAT(result.err, HasSubstr("IRIS_LOG_LEVEL='bogus' is not one of")) << result;
+  result = shell("IRIS_LOG_LEVEL=INFO IRIS_HEAP_SIZE=abc \"$RANK_HELPER\" context");
+  EXPECT_THAT(result.err, Not(HasSubstr("IRIS_LOG_LEVEL"))) << result;
+  result = shell("IRIS_LOG_LEVEL=ERROR \"$RANK_HELPER\" log-warning");
+  EXPECT_THAT(result.err, Not(HasSubstr("a warning from the helper"))) << result;
+}
+
+TEST(Environment, LogLinesCarryTheRankUnderOtherLaunchers) {
+  for (const char* variable : {"RANK=3 WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=3", "PMI_RANK=3"}) {
+    const LaunchResult result =
+        shell(std::string("env -u IRIS_RANK ") + variable + " \"$RANK_HELPER\" log-warning");
+    EXPECT_THAT(result.err, HasSubstr("iris warn [rank 3]: a warning from the helper"))
+        << variable << "\n"
+        << result;
+  }
+}
+
+TEST(Environment, ARendezvousThatCannotTellJobsApartWarns) {
+  const std::string unset =
+      "env -u IRIS_RANK -u IRIS_BOOTSTRAP -u IRIS_JOB_SECRET -u MASTER_PORT -u TORCHELASTIC_RUN_ID "
+      "-u OMPI_MCA_ess_base_jobid -u PMIX_NAMESPACE -u SLURM_JOB_ID ";
+  LaunchResult result = shell(unset +
+                              "RANK=1 WORLD_SIZE=2 IRIS_BOOTSTRAP_PORT=1 "
+                              "IRIS_BOOTSTRAP_TIMEOUT=0.2 \"$RANK_HELPER\" allgather");
+  EXPECT_THAT(result.err, HasSubstr("nothing that tells this job from another")) << result;
+  // torchrun's default id is no id, but its store's port tells jobs apart: no warning.
+  result = shell(unset +
+                 "RANK=1 WORLD_SIZE=2 IRIS_BOOTSTRAP_PORT=1 TORCHELASTIC_RUN_ID=none "
+                 "MASTER_PORT=29500 IRIS_BOOTSTRAP_TIMEOUT=0.2 \"$RANK_HELPER\" allgather");
+  EXPECT_THAT(result.err, Not(HasSubstr("nothing that tells this job from another"))) << result;
+  EXPECT_THAT(result.err, HasSubstr("could not connect to the rendezvous")) << result;
 }
 
 }  // namespace

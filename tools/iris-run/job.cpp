@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "iris/host/error.hpp"
 #include "output.hpp"
 #include "spawn.hpp"
+#include "sweep.hpp"
 
 extern char** environ;
 
@@ -38,9 +40,40 @@ constexpr auto kOutputDrainTime = std::chrono::seconds(2);
 constexpr auto kDefaultBootstrapTimeout = std::chrono::seconds(120);
 constexpr int kTimeoutExitCode = 124;
 
-void say(const std::string& message) {
-  const std::string line = "iris-run: " + message + "\n";
-  (void)detail::write_all(STDERR_FILENO, line.data(), line.size());
+// Descriptors iris-run holds per rank: two output pipes, the rank's rendezvous connection, and
+// one spare for a rank that opens a second bootstrap; plus a few of its own.
+constexpr rlim_t kFilesPerRank = 4;
+constexpr rlim_t kOwnFiles = 64;
+
+// Checks, before anything starts, that this machine lets iris-run start `ranks` ranks: open
+// files (raising the soft limit up to the hard one when needed) and processes. Returns the
+// open-files limit the ranks get (the one iris-run started with).
+rlimit check_limits(int ranks) {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) detail::throw_system_error(errno, "getrlimit()");
+  const rlimit original = files;
+  const rlim_t needed = kFilesPerRank * static_cast<rlim_t>(ranks) + kOwnFiles;
+  if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < needed) {
+    if (files.rlim_max != RLIM_INFINITY && files.rlim_max < needed)
+      throw LaunchError("-n " + std::to_string(ranks) + " needs about " + std::to_string(needed) +
+                            " open files in iris-run (" + std::to_string(kFilesPerRank) +
+                            " per rank), but this process may open at most " +
+                            std::to_string(files.rlim_max) +
+                            " (ulimit -n): raise the limit or start fewer ranks",
+                        1);
+    files.rlim_cur = needed;
+    if (::setrlimit(RLIMIT_NOFILE, &files) != 0) detail::throw_system_error(errno, "setrlimit()");
+  }
+  rlimit processes{};
+  if (::getrlimit(RLIMIT_NPROC, &processes) == 0 && processes.rlim_cur != RLIM_INFINITY &&
+      ::geteuid() != 0 && static_cast<rlim_t>(ranks) + 1 > processes.rlim_cur)
+    throw LaunchError("-n " + std::to_string(ranks) + " needs " + std::to_string(ranks + 1) +
+                          " processes (the ranks and iris-run's watchdog), but this user may run "
+                          "at most " +
+                          std::to_string(processes.rlim_cur) +
+                          " (ulimit -u): raise the limit or start fewer ranks",
+                      1);
+  return original;
 }
 
 std::string ranks_phrase(int count) {
@@ -85,8 +118,14 @@ class Job {
   explicit Job(const Options& options) : options_(options) {}
 
   int run() {
-    block_signals();
+    open_files_limit_ = check_limits(options_.ranks);
     const std::string program = resolve_program(options_.command.front());
+    block_signals();
+    // The endpoint names the job: every rank's environment carries it, which is how the sweep
+    // finds what is left of the job. The watchdog is forked while there is one thread.
+    endpoint_ = "unix:@iris-run-" + std::to_string(::getpid()) + "-" + detail::random_hex(8);
+    marker_ = std::string(env::kBootstrap) + "=" + endpoint_;
+    watchdog_ = std::make_unique<Watchdog>(marker_);
     start_rendezvous();
     try {
       spawn_ranks(program);
@@ -124,11 +163,17 @@ class Job {
 
   void start_rendezvous() {
     secret_ = detail::random_hex(16);
-    const std::string endpoint =
-        "unix:@iris-run-" + std::to_string(::getpid()) + "-" + detail::random_hex(8);
+    // Checked like the ranks check it (> 0, decimal, not too large), so that a bad value is a
+    // message here, not in every rank.
+    if (const auto value = env::get(env::kBootstrapTimeout);
+        value &&
+        env::parse_seconds(*value, env::kBootstrapTimeout) == std::chrono::nanoseconds::zero())
+      throw Error(Errc::kInvalidArgument,
+                  std::string(env::kBootstrapTimeout) + "='" + *value +
+                      "' is not a bootstrap timeout: it must be more than 0 seconds");
     const auto timeout = env::get_seconds(env::kBootstrapTimeout, kDefaultBootstrapTimeout);
     rendezvous_ =
-        std::make_unique<detail::RendezvousServer>(endpoint, options_.ranks, secret_, timeout);
+        std::make_unique<detail::RendezvousServer>(endpoint_, options_.ranks, secret_, timeout);
   }
 
   std::vector<std::string> rank_environment(int rank) const {
@@ -160,8 +205,10 @@ class Job {
   void spawn_ranks(const std::string& program) {
     ranks_.reserve(static_cast<std::size_t>(options_.ranks));
     for (int rank = 0; rank < options_.ranks; ++rank) {
-      SpawnRequest request{program, options_.command, rank_environment(rank), original_mask_};
+      SpawnRequest request{program, options_.command, rank_environment(rank), original_mask_,
+                           open_files_limit_};
       SpawnedRank spawned = spawn(request);
+      watchdog_->guard(spawned.pid);
       const std::string prefix = "[rank " + std::to_string(rank) + "] ";
       ranks_.push_back(std::make_unique<Rank>(
           Rank{rank, spawned.pid, true,
@@ -249,10 +296,17 @@ class Job {
   void rank_ended(Rank& rank, int status) {
     rank.running = false;
     --running_;
-    if (running_ == 0) output_deadline_ = Clock::now() + kOutputDrainTime;
     // What the rank left behind in its process group goes with it.
     ::kill(-rank.pid, SIGKILL);
     const Ending ending = describe_status(status);
+    // The others need not wait out the bootstrap timeout for a rank that will never join.
+    rendezvous_->rank_exited(rank.rank, ending.description);
+    if (running_ == 0) {
+      // The last rank is gone: so is whatever escaped the ranks' groups (it would hold their
+      // output pipes open and make the end wait).
+      sweep(marker_, /*own_children=*/true, watchdog_->pid());
+      output_deadline_ = Clock::now() + kOutputDrainTime;
+    }
     if (ending.success || stopping_) return;
     std::string message = "rank " + std::to_string(rank.rank) + " (pid " +
                           std::to_string(rank.pid) + ") " + ending.description;
@@ -299,18 +353,13 @@ class Job {
   void end_every_process() {
     stopping_ = true;
     kill_running(SIGKILL);
-    kill_adopted_children();
-    reap_until_no_children(Clock::now() + kGracePeriod);
-  }
-
-  // Kills the descendants of ranks that left their rank's process group and were handed to us
-  // when their parent died (we are their subreaper).
-  void kill_adopted_children() {
-    std::error_code ignored;
-    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ignored)) {
-      std::ifstream children(task.path() / "children");
-      for (pid_t pid = 0; children >> pid;) ::kill(pid, SIGKILL);
+    // Descendants of ranks that left their rank's process group: handed to us when their parent
+    // died (we are their subreaper), or found by the job's marker in their environment.
+    if (watchdog_) {
+      sweep(marker_, /*own_children=*/true, watchdog_->pid());
+      watchdog_->release();
     }
+    reap_until_no_children(Clock::now() + kGracePeriod);
   }
 
   // Reaps every child (ranks and the orphans handed to us), until there are none or `until`.
@@ -332,6 +381,10 @@ class Job {
   const Options& options_;
   sigset_t original_mask_{};
   UniqueFd signals_;
+  rlimit open_files_limit_{};
+  std::string endpoint_;
+  std::string marker_;  // "IRIS_BOOTSTRAP=<endpoint_>": the entry every process of the job carries
+  std::unique_ptr<Watchdog> watchdog_;
   std::string secret_;
   std::unique_ptr<detail::RendezvousServer> rendezvous_;
   std::vector<std::unique_ptr<Rank>> ranks_;

@@ -13,22 +13,37 @@ constexpr std::string_view kUsage =
 
 Starts N ranks of PROGRAM on this host, one process per rank, and serves their rendezvous.
 
-  -n N               number of ranks to start (N >= 1)
+  -n N               number of ranks to start, 1 to 4096. Before starting any, iris-run
+                     checks that it may open 4 files per rank and start N processes
+                     (ulimit -n, ulimit -u), and says which limit is too low.
   --gpus LIST        comma-separated CUDA device ordinals: a rank with local rank r gets
                      IRIS_DEVICE=LIST[r % length]; without it each rank uses device
                      (local rank % device count). CUDA_VISIBLE_DEVICES is left alone.
-  --timeout SECONDS  stop the job when it runs longer than this (exit code 124)
+  --timeout SECONDS  stop the job when it runs longer than this (exit code 124); a decimal
+                     number of seconds above 0 and at most 9.2e9
   -h, --help         print this help
 
 Every rank gets IRIS_BOOTSTRAP, IRIS_JOB_SECRET, IRIS_RANK, IRIS_WORLD_SIZE, IRIS_LOCAL_RANK and
 IRIS_LOCAL_WORLD_SIZE. Its stdin is /dev/null; each line it writes to stdout or stderr is
-printed to iris-run's stdout or stderr behind "[rank R] ".
+printed to iris-run's stdout or stderr behind "[rank R] ". A line longer than 64 KiB is
+printed as several lines of 64 KiB, each behind the prefix. When iris-run's stdout or stderr
+cannot be written (closed, a full disk), that output is dropped, iris-run says so once on
+the other stream where it can, and the job runs on. A rank that exits (even with code 0)
+before joining the rendezvous fails the others' rendezvous at once, naming it.
 
 When a rank exits with a non-zero code or is killed by a signal, iris-run sends the other
 ranks SIGTERM, then SIGKILL 3 s later, and exits with that rank's code (128 + the signal's
 number for a signal). SIGINT, SIGTERM and SIGHUP are passed on to every rank; a second one
-kills them at once. Every rank runs in its own process group, and the whole group is killed
-when its rank ends, so no process of the job outlives iris-run.
+kills them at once.
+
+No process of the job outlives it. Every rank runs in its own process group, killed with
+SIGKILL when its rank ends. iris-run is a subreaper: a descendant that left its rank's group
+(setsid, a double fork) becomes iris-run's child when its parent dies, and every such child,
+and every process that still carries this job's IRIS_BOOTSTRAP in its environment, is killed
+when the last rank ends. If iris-run itself is killed, even by SIGKILL, the kernel kills
+every rank (its parent-death signal) and a watchdog process kills every rank's process group
+and every process carrying the job's IRIS_BOOTSTRAP. Only a process that left its group and
+cleared its environment can escape that.
 
 Exit codes: 0 when every rank exits 0; the failing rank's code; 124 on --timeout; 128 + N
 after signal N; 126 or 127 when PROGRAM cannot be executed or found; 2 for bad usage.
@@ -37,9 +52,17 @@ after signal N; 126 or 127 when PROGRAM cannot be executed or found; 2 for bad u
 int parse_rank_count(std::string_view text) {
   int value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range)
+    throw UsageError("-n " + std::string(text) +
+                     " is more ranks than iris-run starts on one host (at most " +
+                     std::to_string(kMaxRanks) + ")");
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
     throw UsageError("-n expects a number of ranks, not '" + std::string(text) + "'");
   if (value < 1) throw UsageError("-n must be at least 1, not " + std::string(text));
+  if (value > kMaxRanks)
+    throw UsageError("-n " + std::string(text) +
+                     " is more ranks than iris-run starts on one host (at most " +
+                     std::to_string(kMaxRanks) + ")");
   return value;
 }
 
@@ -64,8 +87,8 @@ std::chrono::nanoseconds parse_timeout(std::string_view text) {
   std::chrono::nanoseconds timeout{};
   try {
     timeout = env::parse_seconds(text, "--timeout");
-  } catch (const Error&) {
-    throw UsageError("--timeout expects a number of seconds, not '" + std::string(text) + "'");
+  } catch (const Error& error) {
+    throw UsageError(error.message());
   }
   if (timeout <= std::chrono::nanoseconds::zero())
     throw UsageError("--timeout must be more than 0 seconds");

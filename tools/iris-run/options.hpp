@@ -10,6 +10,10 @@
 
 namespace iris::run {
 
+/// The most ranks iris-run starts (one host rarely has more than 8 GPUs, each shared by at most
+/// a few dozen MPS clients; the launcher and its rendezvous poll every rank's descriptors).
+inline constexpr int kMaxRanks = 4096;
+
 struct Options {
   int ranks = 0;
   std::vector<int> gpus;  ///< --gpus: rank r gets IRIS_DEVICE=gpus[local rank % size]

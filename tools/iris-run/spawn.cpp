@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,6 +71,9 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
     ::_exit(127);
   }
   for (int signal = 1; signal < NSIG; ++signal) ::signal(signal, SIG_DFL);
+  // The launcher may have raised its own open-files limit for the job's pipes; the rank gets
+  // the limit iris-run was started with.
+  if (request.open_files_limit.rlim_cur != 0) ::setrlimit(RLIMIT_NOFILE, &request.open_files_limit);
   ::sigprocmask(SIG_SETMASK, &request.signal_mask, nullptr);
   ::execve(request.path.c_str(), argv, envp);
   const int error = errno;
@@ -89,6 +93,24 @@ int wait_for_exec(int exec_status) {
     if (got < 0 && errno == EINTR) continue;
     return got == sizeof error ? error : 0;
   }
+}
+
+// Why exec() said "No such file or directory" for a file that exists: its "#!" line names an
+// interpreter that is not there. Empty when that is not the case.
+std::string missing_interpreter(const std::string& path) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  char head[256] = {};
+  const ssize_t got = ::read(fd.get(), head, sizeof head - 1);
+  if (got < 2 || head[0] != '#' || head[1] != '!') return {};
+  std::string line(head + 2, static_cast<std::size_t>(got) - 2);
+  line = line.substr(0, line.find('\n'));
+  const auto start = line.find_first_not_of(" \t");
+  if (start == std::string::npos) return "its #! line names no interpreter";
+  const std::string interpreter = line.substr(start, line.find_first_of(" \t\r", start) - start);
+  return "its #! line names the interpreter '" + interpreter + "', " +
+         (::access(interpreter.c_str(), F_OK) == 0 ? "which cannot be executed"
+                                                   : "which does not exist");
 }
 
 }  // namespace
@@ -141,6 +163,10 @@ SpawnedRank spawn(const SpawnRequest& request) {
   SpawnedRank spawned{pid, std::move(out.reader), std::move(err.reader)};
   if (const int error = wait_for_exec(exec_status.reader.get())) {
     ::kill(-pid, SIGKILL);
+    if (error == ENOENT || error == EACCES || error == ENOEXEC) {
+      if (const std::string why = missing_interpreter(request.path); !why.empty())
+        throw LaunchError("cannot execute '" + request.arguments.front() + "': " + why, 126);
+    }
     cannot_execute(request.arguments.front(), error, 126);
   }
   for (const int fd : {spawned.stdout_reader.get(), spawned.stderr_reader.get()})

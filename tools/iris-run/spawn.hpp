@@ -2,6 +2,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <stdexcept>
@@ -35,6 +36,7 @@ struct SpawnRequest {
   std::vector<std::string> arguments;    ///< argv, argv[0] included
   std::vector<std::string> environment;  ///< "NAME=value" entries
   sigset_t signal_mask;                  ///< the mask the program starts with
+  rlimit open_files_limit{};             ///< RLIMIT_NOFILE for the program (rlim_cur 0: keep)
 };
 
 struct SpawnedRank {
@@ -46,7 +48,8 @@ struct SpawnedRank {
 /// Starts the program in a new process group of its own (pgid = pid), with stdin from
 /// /dev/null, stdout and stderr into pipes (returned, non-blocking), default signal
 /// dispositions, and SIGKILL as its parent-death signal. Waits until the exec happened; throws
-/// LaunchError (126) when it failed.
+/// LaunchError (126) when it failed, saying so when the file's "#!" line names an interpreter
+/// that does not exist (exec's "No such file or directory" for a file that is there).
 SpawnedRank spawn(const SpawnRequest& request);
 
 }  // namespace iris::run

@@ -75,7 +75,9 @@ std::unique_ptr<Bootstrap> make_single_rank_bootstrap();
 /// `timeout`, since the server may start after the ranks, and then waits at most `timeout`
 /// (plus a short grace for the server's own report) for each collective. A wrong secret, world
 /// size or a rank that is taken is refused by the server with an iris::Error(kBootstrap) that
-/// says which; no server within `timeout` is iris::Error(kTimeout). One server serves any number
+/// says which; no server within `timeout` is iris::Error(kTimeout). A program at `endpoint`
+/// that is not an Iris rendezvous is named as such: iris::Error(kBootstrap) when it answers
+/// something else, iris::Error(kTimeout) within `timeout` when it answers nothing. One server serves any number
 /// of bootstraps: the n-th bootstrap a process opens at `endpoint` joins the other ranks' n-th,
 /// so every rank must open them in the same order.
 std::unique_ptr<Bootstrap> connect_bootstrap(const std::string& endpoint, int rank, int world_size,
@@ -90,17 +92,23 @@ std::unique_ptr<Bootstrap> connect_bootstrap(const std::string& endpoint, int ra
 ///      connects to it. Its endpoint is IRIS_BOOTSTRAP when set (e.g. tcp:node0:29600), else
 ///      tcp:MASTER_ADDR:IRIS_BOOTSTRAP_PORT, with MASTER_ADDR defaulting to 127.0.0.1 and the
 ///      port to MASTER_PORT + 1 (next to torchrun's store) or 29600. The job secret is
-///      IRIS_JOB_SECRET when set, else derived from the first of TORCHELASTIC_RUN_ID,
-///      OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, SLURM_JOB_ID that is set. A derived secret only
-///      keeps another job from joining by accident; set IRIS_JOB_SECRET (the same on every
-///      rank) where other users share the network.
+///      IRIS_JOB_SECRET when set, else derived from everything that tells jobs apart: the
+///      launcher's job id (TORCHELASTIC_RUN_ID unless it is torchrun's default "none",
+///      OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, SLURM_JOB_ID), MASTER_ADDR and MASTER_PORT
+///      (two jobs running at once cannot share torchrun's store), the world size and
+///      TORCHELASTIC_RESTART_COUNT. A rank of another job is then refused ("wrong job
+///      secret"); when none of these is set a warning says that jobs cannot be told apart. A
+///      derived secret only keeps another job from joining by accident; set IRIS_JOB_SECRET
+///      (the same on every rank) where other users share the network.
 ///   3. Otherwise a single rank (make_single_rank_bootstrap()).
 /// Every wait is bounded by IRIS_BOOTSTRAP_TIMEOUT (seconds, default 120). Rank 0 starts its
 /// server on its first call and keeps it until the process exits, since the other ranks may
 /// open their next bootstrap before rank 0 has closed its previous one. Each call opens a new
 /// bootstrap (a job may hold several Contexts); the ranks' n-th calls are matched, so every
-/// rank must make its calls in the same order. Throws iris::Error(kInvalidArgument) naming the
-/// variable when one is missing or malformed.
+/// rank must make its calls in the same order. Checks the environment first
+/// (env::check_environment()): throws iris::Error(kInvalidArgument) naming the variable when
+/// one is malformed, or when a rank is set without its world size (or IRIS_RANK without
+/// IRIS_BOOTSTRAP), rather than running as a single rank.
 std::unique_ptr<Bootstrap> bootstrap_from_env();
 
 /// Collective. The ranks that run on the same operating-system instance as this one (the same

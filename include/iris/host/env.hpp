@@ -1,21 +1,26 @@
-// Every environment variable Iris reads, in one place.
+// Every environment variable Iris reads, in one place, with the values each accepts.
 //
-// | variable                 | meaning                                                    | default  |
+// clang-format off
+// | variable                 | accepted values                                            | default  |
 // |--------------------------|------------------------------------------------------------|----------|
-// | IRIS_LOG_LEVEL           | error, warn, info, debug or trace                          | warn     |
-// | IRIS_HEAP_SIZE           | symmetric heap bytes per rank: 1073741824, 512MiB, 2GiB     | 1GiB     |
-// | IRIS_HEAP_TRANSPORT      | how peers' heaps are mapped: auto, vmm or ipc              | auto     |
-// | IRIS_DEBUG_CHECKS        | 1: every rank checks that all made the same allocations    | 0        |
-// | IRIS_DEVICE              | CUDA device ordinal for this rank                          | local rank mod device count |
-// | IRIS_WAIT_TIMEOUT        | seconds a bounded device wait spins before reporting; 0 = never | 60  |
-// | IRIS_BOOTSTRAP_TIMEOUT   | seconds a rendezvous step waits for the other ranks        | 120      |
-// | IRIS_BOOTSTRAP           | rendezvous endpoint, unix:@name or tcp:host:port (set by iris-run) | - |
-// | IRIS_JOB_SECRET          | per-job secret that every rank must present (set by iris-run) | -     |
-// | IRIS_BOOTSTRAP_PORT      | TCP port of rank 0's rendezvous under torchrun/mpirun       | MASTER_PORT+1 or 29600 |
-// | IRIS_RANK, IRIS_WORLD_SIZE, IRIS_LOCAL_RANK, IRIS_LOCAL_WORLD_SIZE | set by iris-run   | -        |
+// | IRIS_LOG_LEVEL           | error, warn, info, debug, trace (any case); else a warning | warn     |
+// | IRIS_HEAP_SIZE           | bytes per rank, > 1 MiB: 1073741824, 512MiB, 2G, 4GiB      | 1GiB     |
+// | IRIS_HEAP_TRANSPORT      | auto, vmm or ipc: how peers' heaps are mapped              | auto     |
+// | IRIS_DEBUG_CHECKS        | 0/1, true/false, yes/no, on/off: check allocation order    | 0        |
+// | IRIS_DEVICE              | CUDA device ordinal >= 0 (must exist)                      | local rank mod device count |
+// | IRIS_WAIT_TIMEOUT        | seconds a device wait spins before reporting; 0 = never    | 60       |
+// | IRIS_BOOTSTRAP_TIMEOUT   | seconds a rendezvous step waits for the others; > 0        | 120      |
+// | IRIS_BOOTSTRAP           | unix:@name, unix:/path, tcp:host:port (set by iris-run)    | -        |
+// | IRIS_JOB_SECRET          | any text; every rank must present the same (set by iris-run) | derived |
+// | IRIS_BOOTSTRAP_PORT      | 1-65535: rank 0's rendezvous port under torchrun/mpirun    | MASTER_PORT+1 or 29600 |
+// | IRIS_RANK, IRIS_WORLD_SIZE | set by iris-run, together with IRIS_BOOTSTRAP            | -        |
+// | IRIS_LOCAL_RANK, IRIS_LOCAL_WORLD_SIZE | set by iris-run                              | -        |
+// clang-format on
 //
-// Under other launchers the rank is read from RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE
-// (torchrun), OMPI_COMM_WORLD_* (Open MPI) or PMI_RANK/PMI_SIZE (MPICH, Slurm).
+// Seconds are decimal numbers (30, 0.5, 1e3), at most 9.2e9; hex, "inf" and negative numbers
+// are refused. Under other launchers the rank is read from RANK/WORLD_SIZE (torchrun),
+// OMPI_COMM_WORLD_RANK/SIZE (Open MPI) or PMI_RANK/PMI_SIZE (MPICH, Slurm); each pair must be
+// set together.
 #pragma once
 
 #include <chrono>
@@ -41,6 +46,14 @@ inline constexpr const char* kWorldSize = "IRIS_WORLD_SIZE";
 inline constexpr const char* kLocalRank = "IRIS_LOCAL_RANK";
 inline constexpr const char* kLocalWorldSize = "IRIS_LOCAL_WORLD_SIZE";
 
+/// Checks every variable of the table above (and the launchers' rank variables) and throws
+/// iris::Error(kInvalidArgument) naming the first bad one, its value and the accepted form: a
+/// malformed or out-of-range value, a rank without its world size (or the other way round),
+/// IRIS_RANK without IRIS_BOOTSTRAP. Warns about a bad IRIS_LOG_LEVEL (once per process).
+/// Context::from_env, the Context constructor and bootstrap_from_env call it before anything
+/// else, so a bad value is reported before any CUDA call or connection. Touches no CUDA.
+void check_environment();
+
 /// The variable's value, or nothing when it is unset or empty.
 std::optional<std::string> get(const char* name);
 
@@ -51,7 +64,8 @@ std::size_t parse_size(std::string_view text, std::string_view what);
 /// Parses a whole number, throwing iris::Error(kInvalidArgument) naming `what` on bad input.
 long long parse_int(std::string_view text, std::string_view what);
 
-/// Parses seconds ("30", "0.5") into a duration; throws on bad input.
+/// Parses decimal seconds ("30", "0.5", "1e3") into a duration; throws on anything else, on
+/// negative numbers and on more than 9.2e9 s (what 64-bit nanoseconds hold).
 std::chrono::nanoseconds parse_seconds(std::string_view text, std::string_view what);
 
 /// Parses 0/1/true/false/yes/no/on/off; throws on anything else.

@@ -22,6 +22,7 @@ enum class Errc {
   kMismatch,         ///< ranks disagree on something they must agree on (allocation order, sizes)
   kSystem,           ///< an operating-system call failed; the message carries errno's text
   kUnsupported,      ///< the machine lacks a capability the request needs
+  kNoDevice,         ///< no CUDA device is visible to this process (Context::from_env, Context)
   kInternal,         ///< a broken invariant inside Iris: please report it
 };
 

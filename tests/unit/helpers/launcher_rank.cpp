@@ -12,6 +12,16 @@
 //     allgather                  twice: bootstrap_from_env(), allgather, broadcast, barrier
 //     leave-before-allgather R   rank R exits with 5 right after joining the rendezvous; the
 //                                others report what the allgather says, then exit 1
+//     exit-early R               rank R exits with 0 without joining; the others join and
+//                                report what the barrier says ("barrier failed: ..."), exit 3
+//     print-many N               N numbered lines on stdout and N on stderr, then exit 0
+//     long-line BYTES            one stdout line of BYTES 'x's, then exit 0
+//     setsid-grandchild          a grandchild in a session of its own (setsid, double fork)
+//                                that hangs holding the rank's output; the rank exits 0
+//     setsid-grandchild-hang     the same, and the rank hangs too
+//     log-warning                writes one warning through Iris's log, then exits 0
+//     context                    Context::from_env(); on an iris::Error prints "context: <code>:
+//                                <message>" and exits with examples/common/exit_codes.hpp's code
 //
 // When IRIS_TEST_PID_DIR is set, every process writes a file named after its pid there first,
 // so that a test can wait until all have started and check afterwards that none survived.
@@ -30,7 +40,12 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
+
+#include "../../../examples/common/exit_codes.hpp"
+#include "detail/log.hpp"
 #include "iris/host/bootstrap.hpp"
+#include "iris/host/context.hpp"
 #include "iris/host/error.hpp"
 
 namespace {
@@ -121,6 +136,53 @@ int leave_before_allgather(int leaving_rank) {
   return 1;
 }
 
+int exit_early(int leaving_rank) {
+  if (my_rank() == leaving_rank) return 0;
+  try {
+    const auto bootstrap = iris::bootstrap_from_env();
+    bootstrap->barrier();
+  } catch (const iris::Error& error) {
+    std::fprintf(stderr, "barrier failed: %s\n", error.message().c_str());
+    return 3;
+  }
+  return 0;
+}
+
+int print_many(int count) {
+  for (int i = 0; i < count; ++i) {
+    std::printf("stdout line %d\n", i);
+    std::fprintf(stderr, "stderr line %d\n", i);
+  }
+  return 0;
+}
+
+// A grandchild that leaves the rank's process group and session and keeps its output open.
+void start_setsid_grandchild() {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setsid();
+    if (::fork() == 0) {
+      record_pid("grandchild");
+      hang();
+    }
+    std::_Exit(0);
+  }
+  ::waitpid(child, nullptr, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the grandchild has started
+}
+
+int context() {
+  try {
+    auto ctx = iris::Context::from_env();
+    std::printf("context: rank %d of %d\n", ctx.rank(), ctx.world_size());
+    return 0;
+  } catch (const iris::Error& error) {
+    std::printf("context: %s: %s\n", std::string(iris::to_string(error.code())).c_str(),
+                error.message().c_str());
+    return iris::examples::exit_code(error);
+  }
+}
+
 int run(const std::vector<std::string>& args) {
   const std::string mode = args.empty() ? "" : args[0];
   const int rank = my_rank();
@@ -132,6 +194,23 @@ int run(const std::vector<std::string>& args) {
   if (mode == "allgather") return allgather();
   if (mode == "leave-before-allgather") return leave_before_allgather(number(1));
   if (mode == "exit-all") return number(1);
+  if (mode == "exit-early") return exit_early(number(1));
+  if (mode == "print-many") return print_many(number(1));
+  if (mode == "long-line") {
+    std::printf("%s\n", std::string(static_cast<std::size_t>(number(1)), 'x').c_str());
+    return 0;
+  }
+  if (mode == "log-warning") {
+    iris::detail::log(iris::detail::LogLevel::kWarn, "a warning from the helper");
+    return 0;
+  }
+  if (mode == "context") return context();
+  if (mode == "setsid-grandchild" || mode == "setsid-grandchild-hang") {
+    record_pid("rank " + std::to_string(rank));
+    start_setsid_grandchild();
+    if (mode == "setsid-grandchild") return 0;
+    hang();
+  }
   record_pid("rank " + std::to_string(rank));
   if (mode == "exit" || mode == "signal") {
     if (rank != number(1)) hang();
