@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kPushThreads)
     }
     block.sync();
     if (block.rank() == 0) {
-      iris::device::signal_add(ctx, flag, std::uint64_t{1}, ctx.rank(), iris::relaxed);
+      iris::device::signal_add(ctx, flag, std::uint64_t{1}, ctx.rank());
       if (ready != nullptr) ready[t] = 0;
     }
   }
