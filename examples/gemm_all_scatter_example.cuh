@@ -2,16 +2,19 @@
 // data and the same check, so that the examples differ only in the pattern they ask for.
 // Rank r computes its column block of C = A * [B_0 B_1 ...]^T; afterwards every rank checks all
 // of C against a host reference (small-integer data: every bf16 result is exact), and the op is
-// timed. Exits non-zero when any element on any rank is wrong.
+// timed. Exits non-zero when any element on any rank is wrong. `--trace file.json` also writes
+// a per-tile timeline of one more run (all ranks merged).
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_all_scatter.hpp"
+#include "iris/ops/trace.hpp"
 #include "report.hpp"
 
 namespace example {
@@ -69,6 +72,18 @@ inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
   });
   if (rank == 0)
     std::printf("M %d, N %d x %d ranks, K %d: %.3f ms per GEMM + all-scatter\n", m, n, world, k, ms);
+  // --trace trace.json: one more run with per-tile events, merged over the ranks into a
+  // Chrome/Perfetto trace (draw it with scripts/plot_trace.py).
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) != "--trace") continue;
+    iris::ops::Tracer tracer;
+    args.trace = &tracer;
+    op.initialize(args);
+    op.run(stream);
+    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    tracer.write_json(ctx, argv[i + 1]);
+    if (rank == 0) std::printf("trace: %s\n", argv[i + 1]);
+  }
   ctx.barrier();
   return wrong ? 1 : 0;
 }

@@ -11,6 +11,7 @@
 #include "iris/device/signal.hpp"
 #include "iris/host/error.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
+#include "iris/ops/detail/trace_record.hpp"
 
 namespace iris::ops {
 
@@ -44,11 +45,16 @@ struct TileGrid {
 /// GEMM is ordered after it by the op's events).
 __global__ void __launch_bounds__(kPushThreads)
     push_tiles(const __grid_constant__ iris::device::Context ctx, iris::team team, int me,
-               TileGrid grid, std::uint64_t* arrivals, std::uint64_t* ready) {
+               TileGrid grid, std::uint64_t* arrivals, std::uint64_t* ready, TraceBuffer trace) {
   const iris::block block{};
+  const bool tracing = trace.events != nullptr && block.rank() == 0;
   Element* own = grid.c + static_cast<std::int64_t>(me) * grid.n;
   for (int t = blockIdx.x; t < grid.tiles; t += gridDim.x) {
+    const std::uint64_t wait_start = tracing ? trace_clock() : 0;
     if (ready != nullptr) iris::device::wait_until(block, ctx, ready + t, iris::cmp::ge, 1);
+    const std::uint64_t push_start = tracing ? trace_clock() : 0;
+    if (tracing && ready != nullptr)
+      trace_record(trace, TraceKind::kWait, ctx.rank(), t, wait_start, push_start);
     const int i = t / grid.tiles_n, j = t % grid.tiles_n;
     const int rows = min(grid.tile_m, grid.m - i * grid.tile_m);
     const int cols = min(grid.tile_n, grid.n - j * grid.tile_n);
@@ -65,6 +71,7 @@ __global__ void __launch_bounds__(kPushThreads)
     if (block.rank() == 0) {
       iris::device::signal_add(ctx, flag, std::uint64_t{1}, ctx.rank());
       if (ready != nullptr) ready[t] = 0;
+      if (tracing) trace_record(trace, TraceKind::kPush, ctx.rank(), t, push_start, trace_clock());
     }
   }
 }
@@ -86,9 +93,9 @@ __global__ void wait_for_tiles(const __grid_constant__ iris::device::Context ctx
 /// iris::ccl::all_gather (over column blocks of C) without touching the rest of the op.
 void all_gather_blocks(const iris::device::Context& ctx, const iris::team& team, int me,
                        const TileGrid& grid, std::uint64_t* arrivals, int sms,
-                       cudaStream_t stream) {
+                       const TraceBuffer& trace, cudaStream_t stream) {
   const int blocks = std::min(grid.tiles, 4 * sms);
-  push_tiles<<<blocks, kPushThreads, 0, stream>>>(ctx, team, me, grid, arrivals, nullptr);
+  push_tiles<<<blocks, kPushThreads, 0, stream>>>(ctx, team, me, grid, arrivals, nullptr, trace);
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -105,6 +112,7 @@ struct AllScatterState {
   int sms = 0, gemm_sms = 0, comm_blocks = 0;
   cudaStream_t side = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
+  TraceBuffer trace{};
 
   std::uint64_t* arrivals() const { return flags.data(); }
   std::uint64_t* ready() const { return flags.data() + std::int64_t{team.size} * grid.tiles; }
@@ -194,6 +202,7 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
   s.args = args;
   s.team = detail::resolve_team(ctx, args.team);
   s.me = s.team.index_of(ctx.rank());
+  s.trace = args.trace != nullptr ? args.trace->device() : detail::TraceBuffer{};
   // Until a table measured on the machine says otherwise, the fused epilogue: it needs no SM
   // split, no second stream and moves every tile once, while the GEMM still runs.
   s.pattern = args.pattern == AllScatterPattern::kAuto ? AllScatterPattern::kFusedSequential
@@ -224,7 +233,7 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
     s.gemm->initialize(gemm_args, nullptr, workspace, stream);
   } else if (s.pattern == AllScatterPattern::kFusedSequential) {
     detail::TileStore tiles{ctx.device(), s.team, s.arrivals(),
-                            std::int64_t{s.me} * grid.tiles, s.me};
+                            std::int64_t{s.me} * grid.tiles, s.me, s.trace};
     s.gemm->initialize(gemm_args, &tiles, workspace, stream);
   } else {
     // Ranks sharing this GPU each keep comm_blocks spinning blocks resident: together they must
@@ -236,7 +245,8 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
     const int left = std::max(2, s.sms - s.gemm_sms);
     s.comm_blocks = args.comm_blocks ? args.comm_blocks : std::max(1, left / sharing);
     gemm_args.sm_count = s.gemm_sms;
-    detail::TileStore tiles{ctx.device(), iris::team{ctx.rank(), 1, 1}, s.ready(), 0, 0};
+    detail::TileStore tiles{ctx.device(), iris::team{ctx.rank(), 1, 1}, s.ready(), 0, 0,
+                            s.trace};
     s.gemm->initialize(gemm_args, &tiles, workspace, stream);
     if (!s.side) {
       IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
@@ -253,7 +263,7 @@ void GemmAllScatter::run(cudaStream_t stream) {
   switch (s.pattern) {
     case AllScatterPattern::kBulkSynchronous:
       s.gemm->run(stream);
-      detail::all_gather_blocks(dctx, s.team, s.me, s.grid, s.arrivals(), s.sms, stream);
+      detail::all_gather_blocks(dctx, s.team, s.me, s.grid, s.arrivals(), s.sms, s.trace, stream);
       break;
     case AllScatterPattern::kFusedSequential:
       s.gemm->run(stream);
@@ -263,7 +273,7 @@ void GemmAllScatter::run(cudaStream_t stream) {
       IRIS_CUDA_CHECK(cudaStreamWaitEvent(s.side, s.fork, 0));
       s.gemm->run(stream);
       detail::push_tiles<<<s.comm_blocks, detail::kPushThreads, 0, s.side>>>(
-          dctx, s.team, s.me, s.grid, s.arrivals(), s.ready());
+          dctx, s.team, s.me, s.grid, s.arrivals(), s.ready(), s.trace);
       IRIS_CUDA_CHECK(cudaGetLastError());
       IRIS_CUDA_CHECK(cudaEventRecord(s.join, s.side));
       IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.join, 0));

@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_all_scatter.hpp"
+#include "iris/ops/trace.hpp"
 #include "mp/common.cuh"
 
 namespace {
@@ -155,6 +158,90 @@ TEST(GemmAllScatter, ProducerConsumer) {
 
 TEST(GemmAllScatter, AutoPicksAPattern) {
   run_pattern(AllScatterPattern::kAuto, kRagged);
+}
+
+// Tracing: every tile of this rank has its gemm_tile, store and signal events (fused) or wait
+// and push events (producer-consumer), each well-formed and in order; the merged JSON names
+// every rank.
+void expect_trace(AllScatterPattern pattern) {
+  iris::Context& ctx = context();
+  const Problem p{512, 512, 128};
+  const int world = ctx.world_size();
+  __nv_bfloat16 *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, sizeof(__nv_bfloat16) * p.m * p.k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, sizeof(__nv_bfloat16) * p.n * p.k), cudaSuccess);
+  fill_a<<<128, 256>>>(a, p.m, p.k);
+  fill_b<<<128, 256>>>(b, p.n, p.k, ctx.rank());
+  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n * world));
+  iris::ops::Tracer tracer;
+  iris::ops::GemmAllScatterArguments args;
+  args.m = p.m;
+  args.n = p.n;
+  args.k = p.k;
+  args.a = a;
+  args.b = b;
+  args.c = c.data();
+  args.pattern = pattern;
+  args.trace = &tracer;
+  iris::ops::GemmAllScatter op(ctx);
+  op.initialize(args);
+  constexpr int kRuns = 2;
+  for (int r = 0; r < kRuns; ++r) op.run();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_c(ctx, c, reference(p, world), "traced");
+  const auto events = tracer.events();
+  EXPECT_EQ(tracer.dropped(), 0u);
+  std::vector<int> per_kind(5, 0);
+  for (const auto& e : events) {
+    EXPECT_EQ(e.rank, ctx.rank());
+    EXPECT_LE(e.start_ns, e.end_ns) << to_string(e.kind) << " of tile " << e.tile;
+    EXPECT_GE(e.tile, 0);
+    EXPECT_LT(e.tile, op.tiles_per_block());
+    ++per_kind[static_cast<int>(e.kind)];
+  }
+  const int tiles = op.tiles_per_block() * kRuns;
+  using K = iris::ops::TraceKind;
+  if (pattern == AllScatterPattern::kFusedSequential) {
+    EXPECT_EQ(per_kind[int(K::kGemmTile)], tiles);
+    EXPECT_EQ(per_kind[int(K::kStore)], tiles);
+    EXPECT_EQ(per_kind[int(K::kSignal)], tiles);
+    // A tile's store starts where its computation ended (the same thread's clock reading).
+    for (const auto& store : events) {
+      if (store.kind != K::kStore) continue;
+      int computed = 0;
+      for (const auto& gemm : events)
+        computed += gemm.kind == K::kGemmTile && gemm.tile == store.tile &&
+                    gemm.sm == store.sm && gemm.end_ns == store.start_ns;
+      EXPECT_EQ(computed, 1) << "store of tile " << store.tile << " has no gemm_tile before it";
+    }
+  } else {
+    EXPECT_EQ(per_kind[int(K::kWait)], tiles);
+    EXPECT_EQ(per_kind[int(K::kPush)], tiles);
+    EXPECT_EQ(per_kind[int(K::kStore)], tiles);  // the GEMM's local stores
+  }
+  const std::string path = std::string(IRIS_TEST_BINARY_DIR) + "/ops_trace_n" +
+                           std::to_string(world) + ".json";
+  tracer.write_json(ctx, path);
+  if (ctx.rank() == 0) {
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.rfind("{\"traceEvents\": [", 0), 0u);
+    for (int r = 0; r < world; ++r)
+      EXPECT_THAT(text, testing::HasSubstr("\"name\": \"rank " + std::to_string(r) + "\""));
+    EXPECT_THAT(text, testing::HasSubstr("\"ph\": \"X\""));
+    EXPECT_NE(text.find("], \"displayTimeUnit\""), std::string::npos) << "truncated trace";
+  }
+  ctx.barrier();
+  cudaFree(a);
+  cudaFree(b);
+}
+
+TEST(GemmAllScatter, TraceOfFusedSequential) {
+  expect_trace(AllScatterPattern::kFusedSequential);
+}
+
+TEST(GemmAllScatter, TraceOfProducerConsumer) {
+  expect_trace(AllScatterPattern::kProducerConsumer);
 }
 
 TEST(GemmAllScatter, CanImplementRefusesWhatItCannotRun) {

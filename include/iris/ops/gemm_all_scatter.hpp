@@ -44,6 +44,7 @@
 #include "iris/device/team.hpp"
 #include "iris/host/context.hpp"
 #include "iris/ops/gemm.hpp"
+#include "iris/ops/trace.hpp"
 
 namespace iris::ops {
 
@@ -74,6 +75,9 @@ struct GemmAllScatterArguments {
   /// share this GPU, so that every rank's spinning blocks leave room for the GEMMs).
   int gemm_sms = 0;
   int comm_blocks = 0;
+  /// Tracing (iris/ops/trace.hpp): per-tile events into this rank's tracer; null: off. The
+  /// bulk-synchronous GEMM (CUTLASS's TMA epilogue) records no tile events, only its pushes.
+  Tracer* trace = nullptr;
 };
 
 namespace detail {

@@ -11,6 +11,7 @@
 #include "iris/device/context.hpp"
 #include "iris/device/team.hpp"
 #include "iris/ops/gemm.hpp"
+#include "iris/ops/trace.hpp"
 
 namespace iris::ops::detail {
 
@@ -25,6 +26,8 @@ struct TileStore {
   /// Receivers are visited starting after this team index, so that ranks do not all write to
   /// the same peer at once (the sender's own index: it stores locally last).
   int first_receiver = 0;
+  /// Per-tile events (gemm_tile, store, signal) when tracing is on.
+  TraceBuffer trace{};
 };
 
 class GemmRunner {

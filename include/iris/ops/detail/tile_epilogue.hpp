@@ -6,8 +6,9 @@
 // Per tile, the two consumer warpgroups (256 threads) of the cooperative kernel:
 //   1. convert the fp32 accumulators and write them to a shared-memory tile, one column pass
 //      (BLK_M, kPassCols) at a time;
-//   2. translate the tile's address once per receiver and copy the pass out with 16-byte
-//      stores (iris::device::put of a tile_view: row-contiguous, coalesced, NVLink-friendly);
+//   2. load the pass into registers as 16-byte units (row-contiguous: coalesced, whole NVLink
+//      payloads), sync (shared memory is free again), translate the tile's address once per
+//      receiver and store the units there;
 //   3. after the last pass: sync, and one thread adds 1 to every receiver's copy of the tile's
 //      flag with release at system scope (the put + signal_add completion protocol).
 // A receiver that acquires flag >= runs sees the whole tile.
@@ -21,9 +22,10 @@
 #include "cutlass/epilogue/collective/detail.hpp"
 #include "cutlass/epilogue/thread/linear_combination.h"
 #include "cutlass/numeric_conversion.h"
-#include "iris/device/rma.hpp"
+#include "iris/device/context.hpp"
 #include "iris/device/signal.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
+#include "iris/ops/detail/trace_record.hpp"
 
 namespace iris::ops::detail {
 
@@ -101,7 +103,11 @@ class TileStoreEpilogue {
   }
 
   CUTLASS_HOST_DEVICE TileStoreEpilogue(Params const& params, SharedStorage const& = {})
-      : params_(params) {}
+      : params_(params) {
+#if defined(__CUDA_ARCH__)
+    if (params.store.trace.events != nullptr) last_end_ = trace_clock();
+#endif
+  }
 
   CUTLASS_DEVICE bool is_source_needed() { return false; }
 
@@ -123,6 +129,16 @@ class TileStoreEpilogue {
     const int m0 = tile_m * kBlockM, n0 = tile_n * kBlockN;
     const int rows = imin(kBlockM, m - m0);
     const int cols = imin(kBlockN, n - n0);
+    // The scheduler rounds the tile grid up to whole clusters: such a tile lies wholly outside
+    // D and has no flag. All 256 threads take this branch together.
+    if (rows <= 0 || cols <= 0) return;
+    const int tiles_n = (n + kBlockN - 1) / kBlockN;
+    const int tile = tile_m * tiles_n + tile_n;
+    const bool tracing = store.trace.events != nullptr && group.rank() == 0;
+    const std::uint64_t epilogue_start = tracing ? trace_clock() : 0;
+    if (tracing)
+      trace_record(store.trace, TraceKind::kGemmTile, store.ctx.rank(), tile, last_end_,
+                   epilogue_start);
 
     // Tile coordinates of this thread's accumulators.
     Tensor coords = make_identity_tensor(make_shape(Int<kBlockM>{}, Int<kBlockN>{}));
@@ -133,9 +149,18 @@ class TileStoreEpilogue {
     cutlass::NumericConverter<ElementD, float> convert;
     ElementD* tile_d = params_.d + static_cast<std::int64_t>(m0) * params_.ldd + n0;
 
+    // Each thread moves kUnits 16-byte units per pass: all loaded from shared memory first, then
+    // stored to every receiver, so a thread keeps kUnits stores in flight per receiver.
+    constexpr int kElementsPerUnit = 16 / static_cast<int>(sizeof(ElementD));
+    constexpr int kUnitsPerRow = kPassCols / kElementsPerUnit;
+    constexpr int kUnits = kBlockM * kUnitsPerRow / static_cast<int>(consumer_warpgroups::size());
+    static_assert(kBlockM * kUnitsPerRow % consumer_warpgroups::size() == 0, "whole units per thread");
+
     CUTLASS_PRAGMA_NO_UNROLL
     for (int pass = 0; pass < kPasses; ++pass) {
       const int c0 = pass * kPassCols;
+      const int pass_units = imin(kPassCols, cols - c0) / kElementsPerUnit;  // N % 8 == 0
+      if (pass_units <= 0) break;  // the same for every thread
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accumulators); ++i) {
         const int r = get<0>(thread_coords(i));
@@ -143,33 +168,51 @@ class TileStoreEpilogue {
         if (c >= 0 && c < kPassCols) staged[r * kSmemCols + c] = convert(accumulators(i));
       }
       group.sync();  // the pass is staged
-      const int pass_cols = imin(kPassCols, cols - c0);
-      if (pass_cols > 0) {
-        const iris::device::tile_view<const ElementD> src{
-            staged, static_cast<std::size_t>(rows), static_cast<std::size_t>(pass_cols),
-            static_cast<std::size_t>(kSmemCols)};
-        for (int j = 1; j <= store.receivers.size; ++j) {
-          const int to = store.receivers.world_rank((store.first_receiver + j) %
-                                                    store.receivers.size);
-          const iris::device::tile_view<ElementD> dst{
-              tile_d + c0, static_cast<std::size_t>(rows), static_cast<std::size_t>(pass_cols),
-              static_cast<std::size_t>(params_.ldd)};
-          iris::device::put(group, store.ctx, dst, src, to);
+      uint4 units[kUnits];
+      int offsets[kUnits];  // element offset in D from the pass's corner; -1: outside D
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < kUnits; ++u) {
+        const int index = static_cast<int>(group.rank()) + u * static_cast<int>(group.size());
+        const int r = index / kUnitsPerRow, cu = index % kUnitsPerRow;
+        const bool inside = r < rows && cu < pass_units;
+        offsets[u] = inside ? static_cast<int>(r * params_.ldd) + cu * kElementsPerUnit : -1;
+        if (inside)
+          units[u] = *reinterpret_cast<const uint4*>(staged + r * kSmemCols + cu * kElementsPerUnit);
+      }
+      group.sync();  // shared memory is free for the next pass while the stores drain
+      // Communication: translate the tile once per receiver, then plain 16-byte stores.
+      for (int j = 1; j <= store.receivers.size; ++j) {
+        const int to = store.receivers.world_rank((store.first_receiver + j) % store.receivers.size);
+        ElementD* peer = store.ctx.translate(tile_d + c0, to);
+        CUTLASS_PRAGMA_UNROLL
+        for (int u = 0; u < kUnits; ++u)
+          if (offsets[u] >= 0) *reinterpret_cast<uint4*>(peer + offsets[u]) = units[u];
+      }
+    }
+    if (store.flags != nullptr) {
+      group.sync();  // every member's stores precede the leader's release
+      if (group.rank() == 0) {
+        const std::uint64_t stored = tracing ? trace_clock() : 0;
+        std::uint64_t* flag = store.flags + store.flag_offset + tile;
+        for (int j = 0; j < store.receivers.size; ++j)
+          iris::device::signal_add(store.ctx, flag, std::uint64_t{1},
+                                   store.receivers.world_rank(j));
+        if (tracing) {
+          const std::uint64_t signalled = trace_clock();
+          trace_record(store.trace, TraceKind::kStore, store.ctx.rank(), tile, epilogue_start, stored);
+          trace_record(store.trace, TraceKind::kSignal, store.ctx.rank(), tile, signalled, signalled);
+          last_end_ = signalled;
         }
       }
-      group.sync();  // everyone has read the pass before the next one overwrites it
-    }
-    if (store.flags != nullptr && group.rank() == 0) {
-      // After the sync above, one release per receiver publishes every member's stores.
-      const int tiles_n = (n + kBlockN - 1) / kBlockN;
-      std::uint64_t* flag = store.flags + store.flag_offset + tile_m * tiles_n + tile_n;
-      for (int j = 0; j < store.receivers.size; ++j)
-        iris::device::signal_add(store.ctx, flag, std::uint64_t{1}, store.receivers.world_rank(j));
+    } else if (tracing) {
+      last_end_ = trace_clock();
+      trace_record(store.trace, TraceKind::kStore, store.ctx.rank(), tile, epilogue_start, last_end_);
     }
   }
 
  private:
   Params params_;
+  std::uint64_t last_end_ = 0;  // tracing: when this thread's previous tile ended
 };
 
 }  // namespace iris::ops::detail
