@@ -41,16 +41,16 @@ __global__ void fill(bf16* x, std::size_t n, unsigned seed) {
 void cublas_gemm(cublasHandle_t handle, bf16* d, std::int64_t ldd, const bf16* a, const bf16* b,
                  int m, int n, int k) {
   const float alpha = 1, beta = 0;
-  cublas_check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k,
-                            a, CUDA_R_16BF, k, &beta, d, CUDA_R_16BF, static_cast<int>(ldd),
+  cublas_check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k, a,
+                            CUDA_R_16BF, k, &beta, d, CUDA_R_16BF, static_cast<int>(ldd),
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx");
 }
 
 /// The baseline's all-gather: every block of this rank's column block of C, row by row, to every
 /// peer with device-API puts (a warp per row).
-__global__ void all_gather_columns(const __grid_constant__ iris::device::Context ctx, bf16* c, int m,
-                                   int n, std::int64_t ldc) {
+__global__ void all_gather_columns(const __grid_constant__ iris::device::Context ctx, bf16* c,
+                                   int m, int n, std::int64_t ldc) {
   const int me = ctx.rank(), world = ctx.world_size();
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32;
   bf16* own = c + std::int64_t{me} * n;
@@ -68,8 +68,9 @@ struct Shape {
 };
 
 void single_rank(iris::Context& ctx, const iris::bench::Repeats& repeats, const std::string& json) {
-  const std::vector<Shape> shapes = {{8192, 8192, 8192},  {1024, 4096, 14336}, {4096, 4096, 14336},
-                                     {16384, 4096, 14336}, {4096, 8192, 28672}, {4096, 49152, 12288}};
+  const std::vector<Shape> shapes = {{8192, 8192, 8192},  {1024, 4096, 14336},
+                                     {4096, 4096, 14336}, {16384, 4096, 14336},
+                                     {4096, 8192, 28672}, {4096, 49152, 12288}};
   cublasHandle_t handle;
   cublas_check(cublasCreate(&handle), "cublasCreate");
   cudaStream_t stream;
@@ -91,9 +92,15 @@ void single_rank(iris::Context& ctx, const iris::bench::Repeats& repeats, const 
     // The fused op on one rank: the tile-store epilogue, flags and the completion wait.
     auto c = ctx.empty<bf16>(iris::Shape(std::size_t(s.m) * s.n));
     iris::ops::GemmAllScatter fused(ctx);
-    fused.initialize({.m = s.m, .n = s.n, .k = s.k, .a = a, .b = b, .c = c.data(),
+    fused.initialize({.m = s.m,
+                      .n = s.n,
+                      .k = s.k,
+                      .a = a,
+                      .b = b,
+                      .c = c.data(),
                       .pattern = iris::ops::AllScatterPattern::kFusedSequential});
-    const double fused_ms = iris::bench::median_ms(stream, repeats, [&](long) { fused.run(stream); });
+    const double fused_ms =
+        iris::bench::median_ms(stream, repeats, [&](long) { fused.run(stream); });
     iris::bench::Row row;
     row.number("M", s.m, "%.0f").number("N", s.n, "%.0f").number("K", s.k, "%.0f");
     row.number("iris_ms", ours).number("iris_TFLOPs", tflops(s.m, s.n, s.k, ours), "%.1f");
@@ -106,17 +113,19 @@ void single_rank(iris::Context& ctx, const iris::bench::Repeats& repeats, const 
     cudaFree(b);
     cudaFree(d);
   }
-  iris::bench::report("gemm (bf16 -> bf16, fp32 accumulate), one rank", rows, json,
-                      "iris_vs_cublas = cuBLAS time / iris time; fused_vs_gemm = GEMM time / fused "
-                      "GEMM + all-scatter on one rank (tile-store epilogue, flags, completion wait)");
+  iris::bench::report(
+      "gemm (bf16 -> bf16, fp32 accumulate), one rank", rows, json,
+      "iris_vs_cublas = cuBLAS time / iris time; fused_vs_gemm = GEMM time / fused "
+      "GEMM + all-scatter on one rank (tile-store epilogue, flags, completion wait)");
   cublasDestroy(handle);
 }
 
-void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats, const std::string& json) {
+void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats,
+                   const std::string& json) {
   const int world = ctx.world_size(), me = ctx.rank();
   // (M, N of all ranks together, K)
-  const std::vector<Shape> shapes = {{1024, 4096, 14336}, {4096, 4096, 14336},
-                                     {1024, 8192, 28672}, {4096, 8192, 28672}};
+  const std::vector<Shape> shapes = {
+      {1024, 4096, 14336}, {4096, 4096, 14336}, {1024, 8192, 28672}, {4096, 8192, 28672}};
   cublasHandle_t handle;
   cublas_check(cublasCreate(&handle), "cublasCreate");
   cudaStream_t stream;
@@ -157,7 +166,8 @@ void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats, cons
                          iris::ops::AllScatterPattern::kFusedSequential,
                          iris::ops::AllScatterPattern::kProducerConsumer}) {
       iris::ops::GemmAllScatter op(ctx);
-      op.initialize({.m = s.m, .n = n, .k = s.k, .a = a, .b = b, .c = c.data(), .pattern = pattern});
+      op.initialize(
+          {.m = s.m, .n = n, .k = s.k, .a = a, .b = b, .c = c.data(), .pattern = pattern});
       const double ms = time([&](long) { op.run(stream); });
       const std::string name(iris::ops::to_string(pattern));
       row.number(name + "_ms", ms).number(name + "_speedup", baseline / ms);
@@ -169,10 +179,11 @@ void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats, cons
     cudaFree(b);
   }
   if (me == 0)
-    iris::bench::report("gemm + all-scatter (bf16), " + std::to_string(world) + " ranks", rows, json,
-                        std::string("speedup = (cuBLAS + device-API all-gather) time / pattern time; "
-                                    "times are the slowest rank's median") +
-                            (shared_gpu ? "; ranks share one GPU, so every pattern also shares its SMs" : ""));
+    iris::bench::report(
+        "gemm + all-scatter (bf16), " + std::to_string(world) + " ranks", rows, json,
+        std::string("speedup = (cuBLAS + device-API all-gather) time / pattern time; "
+                    "times are the slowest rank's median") +
+            (shared_gpu ? "; ranks share one GPU, so every pattern also shares its SMs" : ""));
   cublasDestroy(handle);
 }
 
@@ -184,7 +195,8 @@ int main(int argc, char** argv) {
   options.heap_size = std::size_t{1} << 30;
   auto ctx = iris::Context::from_env(options);
   const iris::bench::Repeats repeats{
-      .warmup = 3, .samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 10))};
+      .warmup = 3,
+      .samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 10))};
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   if (ctx.world_size() == 1) {
     single_rank(ctx, repeats, json);

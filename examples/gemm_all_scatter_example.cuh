@@ -19,11 +19,17 @@
 
 namespace example {
 
-__host__ __device__ inline int a_value(int i, int k) { return (i * 7 + k * 3) % 3 - 1; }
-__host__ __device__ inline int b_value(int r, int j, int k) { return (j * 5 + k + r * 11) % 3 - 1; }
+__host__ __device__ inline int a_value(int i, int k) {
+  return (i * 7 + k * 3) % 3 - 1;
+}
+__host__ __device__ inline int b_value(int r, int j, int k) {
+  return (j * 5 + k + r * 11) % 3 - 1;
+}
 
-__global__ inline void fill_operands(__nv_bfloat16* a, __nv_bfloat16* b, int m, int n, int k, int r) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * k || i < n * k; i += gridDim.x * blockDim.x) {
+__global__ inline void fill_operands(__nv_bfloat16* a, __nv_bfloat16* b, int m, int n, int k,
+                                     int r) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * k || i < n * k;
+       i += gridDim.x * blockDim.x) {
     if (i < m * k) a[i] = __int2bfloat16_rn(a_value(i / k, i % k));
     if (i < n * k) b[i] = __int2bfloat16_rn(b_value(r, i / k, i % k));
   }
@@ -35,7 +41,7 @@ inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
   const int world = ctx.world_size(), rank = ctx.rank();
   const int m = static_cast<int>(iris::bench::number_arg(argc, argv, "--m", 2048));
   const int n = static_cast<int>(iris::bench::number_arg(argc, argv, "--n", 1024));  // per rank
-  const int k = static_cast<int>(iris::bench::number_arg(argc, argv, "--k", 256));   // <= 256: exact
+  const int k = static_cast<int>(iris::bench::number_arg(argc, argv, "--k", 256));  // <= 256: exact
   __nv_bfloat16 *a, *b;
   IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(*a) * m * k));
   IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));
@@ -43,8 +49,8 @@ inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(m) * n * world));
 
   iris::ops::GemmAllScatter op(ctx);
-  iris::ops::GemmAllScatterArguments args{.m = m, .n = n, .k = k, .a = a, .b = b, .c = c.data(),
-                                          .pattern = pattern};
+  iris::ops::GemmAllScatterArguments args{
+      .m = m, .n = n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern};
   if (auto status = iris::ops::GemmAllScatter::can_implement(ctx, args); !status) {
     std::fprintf(stderr, "rank %d: cannot run: %s\n", rank, status.message.c_str());
     return 1;
@@ -67,11 +73,11 @@ inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
   std::printf("rank %d: %s: %s (%zu wrong)\n", rank, std::string(to_string(op.pattern())).c_str(),
               wrong ? "WRONG" : "C is complete and correct", wrong);
   ctx.barrier();
-  const double ms = iris::bench::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) {
-    op.run(stream);
-  });
+  const double ms =
+      iris::bench::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) { op.run(stream); });
   if (rank == 0)
-    std::printf("M %d, N %d x %d ranks, K %d: %.3f ms per GEMM + all-scatter\n", m, n, world, k, ms);
+    std::printf("M %d, N %d x %d ranks, K %d: %.3f ms per GEMM + all-scatter\n", m, n, world, k,
+                ms);
   // --trace trace.json: one more run with per-tile events, merged over the ranks into a
   // Chrome/Perfetto trace (draw it with scripts/plot_trace.py).
   for (int i = 1; i + 1 < argc; ++i) {

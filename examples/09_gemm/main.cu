@@ -32,7 +32,8 @@ __global__ void reference(float* d, const __nv_bfloat16* a, const __nv_bfloat16*
   if (j >= n) return;
   float sum = 0;
   for (int p = 0; p < k; ++p)
-    sum += __bfloat162float(a[std::size_t(i) * k + p]) * __bfloat162float(b[std::size_t(j) * k + p]);
+    sum +=
+        __bfloat162float(a[std::size_t(i) * k + p]) * __bfloat162float(b[std::size_t(j) * k + p]);
   d[std::size_t(i) * n + j] = sum;
 }
 
@@ -58,7 +59,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   void* workspace = nullptr;
-  if (auto bytes = iris::ops::Gemm::workspace_size(args)) IRIS_CUDA_CHECK(cudaMalloc(&workspace, bytes));
+  if (auto bytes = iris::ops::Gemm::workspace_size(args))
+    IRIS_CUDA_CHECK(cudaMalloc(&workspace, bytes));
   iris::ops::Gemm gemm;
   gemm.initialize(args, workspace);
   gemm.run();
@@ -68,20 +70,22 @@ int main(int argc, char** argv) {
   std::vector<__nv_bfloat16> got(std::size_t(m) * n);
   std::vector<float> want(got.size());
   IRIS_CUDA_CHECK(cudaMemcpy(got.data(), d, sizeof(got[0]) * got.size(), cudaMemcpyDeviceToHost));
-  IRIS_CUDA_CHECK(cudaMemcpy(want.data(), ref, sizeof(want[0]) * want.size(), cudaMemcpyDeviceToHost));
+  IRIS_CUDA_CHECK(
+      cudaMemcpy(want.data(), ref, sizeof(want[0]) * want.size(), cudaMemcpyDeviceToHost));
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     const float g = __bfloat162float(got[i]), w = want[i];
     if (!(std::fabs(g - w) <= std::fabs(w) / 128 + 1e-3f * std::sqrt(float(k)))) ++wrong;
   }
   if (wrong) {
-    std::fprintf(stderr, "FAILED: %zu of %zu elements differ from the reference\n", wrong, got.size());
+    std::fprintf(stderr, "FAILED: %zu of %zu elements differ from the reference\n", wrong,
+                 got.size());
     return 1;
   }
   cudaStream_t stream;
   IRIS_CUDA_CHECK(cudaStreamCreate(&stream));
-  const double ms = iris::bench::median_ms(stream, {.warmup = 3, .samples = 11},
-                                           [&](long) { gemm.run(stream); });
+  const double ms =
+      iris::bench::median_ms(stream, {.warmup = 3, .samples = 11}, [&](long) { gemm.run(stream); });
   std::printf("GEMM %d x %d x %d bf16: correct; %.3f ms, %.1f TFLOP/s\n", m, n, k, ms,
               2.0 * m * n * k / (ms * 1e9));
   return 0;

@@ -10,9 +10,12 @@ namespace iris::ops {
 
 std::string_view to_string(DType type) noexcept {
   switch (type) {
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "fp16";
-    case DType::kF32: return "fp32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "fp16";
+    case DType::kF32:
+      return "fp32";
   }
   return "?";
 }
@@ -45,26 +48,29 @@ Status check_arguments(const GemmArguments& g) {
                            std::string(to_string(g.b_type)) + "; both operands must have one type");
   if (g.a_type == DType::kF32)
     return Status::failure("fp32 operands are not supported; A and B must be bf16 or fp16");
-  const bool known = (g.a_type == DType::kBF16 && (g.d_type == DType::kBF16 || g.d_type == DType::kF32)) ||
-                     (g.a_type == DType::kF16 && g.d_type == DType::kF16);
+  const bool known =
+      (g.a_type == DType::kBF16 && (g.d_type == DType::kBF16 || g.d_type == DType::kF32)) ||
+      (g.a_type == DType::kF16 && g.d_type == DType::kF16);
   if (!known)
     return Status::failure(std::string(to_string(g.a_type)) + " -> " +
                            std::string(to_string(g.d_type)) +
                            " is not compiled; supported: bf16 -> bf16, fp16 -> fp16, bf16 -> fp32");
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)
-    return Status::failure("M, N and K must be positive (got M = " + str(g.m) + ", N = " + str(g.n) +
-                           ", K = " + str(g.k) + ")");
+    return Status::failure("M, N and K must be positive (got M = " + str(g.m) +
+                           ", N = " + str(g.n) + ", K = " + str(g.k) + ")");
   const std::int64_t in = static_cast<std::int64_t>(size_of(g.a_type));
   const std::int64_t out = static_cast<std::int64_t>(size_of(g.d_type));
   if ((g.k * in) % 16 != 0)
-    return Status::failure("K = " + str(g.k) + " gives rows of " + str(g.k * in) +
-                           " bytes; TMA needs rows of A and B to be a multiple of 16 bytes (K a multiple of " +
-                           str(16 / in) + ")");
+    return Status::failure(
+        "K = " + str(g.k) + " gives rows of " + str(g.k * in) +
+        " bytes; TMA needs rows of A and B to be a multiple of 16 bytes (K a multiple of " +
+        str(16 / in) + ")");
   if ((g.n * out) % 16 != 0)
     return Status::failure("N = " + str(g.n) + " gives rows of D of " + str(g.n * out) +
                            " bytes; they must be a multiple of 16 bytes (N a multiple of " +
                            str(16 / out) + " for " + std::string(to_string(g.d_type)) + ")");
-  const std::int64_t lda = g.lda ? g.lda : g.k, ldb = g.ldb ? g.ldb : g.k, ldd = g.ldd ? g.ldd : g.n;
+  const std::int64_t lda = g.lda ? g.lda : g.k, ldb = g.ldb ? g.ldb : g.k,
+                     ldd = g.ldd ? g.ldd : g.n;
   if (lda < g.k || (lda * in) % 16 != 0)
     return Status::failure("lda = " + str(lda) + " must be >= K and a multiple of 16 bytes");
   if (ldb < g.k || (ldb * in) % 16 != 0)

@@ -17,10 +17,14 @@ namespace iris::ops {
 
 std::string_view to_string(AllScatterPattern pattern) noexcept {
   switch (pattern) {
-    case AllScatterPattern::kAuto: return "auto";
-    case AllScatterPattern::kBulkSynchronous: return "bulk_synchronous";
-    case AllScatterPattern::kFusedSequential: return "fused_sequential";
-    case AllScatterPattern::kProducerConsumer: return "producer_consumer";
+    case AllScatterPattern::kAuto:
+      return "auto";
+    case AllScatterPattern::kBulkSynchronous:
+      return "bulk_synchronous";
+    case AllScatterPattern::kFusedSequential:
+      return "fused_sequential";
+    case AllScatterPattern::kProducerConsumer:
+      return "producer_consumer";
   }
   return "?";
 }
@@ -32,9 +36,9 @@ constexpr unsigned kPushThreads = 256;
 
 /// Where C's tiles are and how they are counted; the same on every member.
 struct TileGrid {
-  Element* c = nullptr;  // this rank's copy of the whole C
-  int m = 0, n = 0;      // rows, columns of one member's block
-  std::int64_t ldc = 0;  // n * team.size
+  Element* c = nullptr;                                // this rank's copy of the whole C
+  int m = 0, n = 0;                                    // rows, columns of one member's block
+  std::int64_t ldc = 0;                                // n * team.size
   int tile_m = 0, tile_n = 0, tiles_n = 0, tiles = 0;  // tiles: per block
 };
 
@@ -175,8 +179,8 @@ Status GemmAllScatter::can_implement(const Context& ctx, const GemmAllScatterArg
   if (args.c == nullptr || !ctx.contains(args.c))
     return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
   if (args.m > 0 && args.n > 0) {
-    const auto* last = static_cast<const detail::Element*>(args.c) +
-                       std::int64_t{args.m} * args.n * team.size - 1;
+    const auto* last =
+        static_cast<const detail::Element*>(args.c) + std::int64_t{args.m} * args.n * team.size - 1;
     if (!ctx.contains(last))
       return Status::failure("C must hold M x N * team.size = " + std::to_string(args.m) + " x " +
                              std::to_string(std::int64_t{args.n} * team.size) +
@@ -205,8 +209,8 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
   s.trace = args.trace != nullptr ? args.trace->device() : detail::TraceBuffer{};
   // Until a table measured on the machine says otherwise, the fused epilogue: it needs no SM
   // split, no second stream and moves every tile once, while the GEMM still runs.
-  s.pattern = args.pattern == AllScatterPattern::kAuto ? AllScatterPattern::kFusedSequential
-                                                       : args.pattern;
+  s.pattern =
+      args.pattern == AllScatterPattern::kAuto ? AllScatterPattern::kFusedSequential : args.pattern;
   const GemmArguments g = detail::block_gemm(args, s.team, s.me);
   s.gemm = s.pattern == AllScatterPattern::kBulkSynchronous
                ? detail::make_gemm(DType::kBF16, DType::kBF16)
@@ -232,8 +236,8 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
   if (s.pattern == AllScatterPattern::kBulkSynchronous) {
     s.gemm->initialize(gemm_args, nullptr, workspace, stream);
   } else if (s.pattern == AllScatterPattern::kFusedSequential) {
-    detail::TileStore tiles{ctx.device(), s.team, s.arrivals(),
-                            std::int64_t{s.me} * grid.tiles, s.me, s.trace};
+    detail::TileStore tiles{ctx.device(), s.team, s.arrivals(), std::int64_t{s.me} * grid.tiles,
+                            s.me,         s.trace};
     s.gemm->initialize(gemm_args, &tiles, workspace, stream);
   } else {
     // Ranks sharing this GPU each keep comm_blocks spinning blocks resident: together they must
@@ -245,8 +249,7 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
     const int left = std::max(2, s.sms - s.gemm_sms);
     s.comm_blocks = args.comm_blocks ? args.comm_blocks : std::max(1, left / sharing);
     gemm_args.sm_count = s.gemm_sms;
-    detail::TileStore tiles{ctx.device(), iris::team{ctx.rank(), 1, 1}, s.ready(), 0, 0,
-                            s.trace};
+    detail::TileStore tiles{ctx.device(), iris::team{ctx.rank(), 1, 1}, s.ready(), 0, 0, s.trace};
     s.gemm->initialize(gemm_args, &tiles, workspace, stream);
     if (!s.side) {
       IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
@@ -258,7 +261,8 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
 
 void GemmAllScatter::run(cudaStream_t stream) {
   auto& s = *state_;
-  if (!s.gemm) throw Error(Errc::kInvalidArgument, "iris::ops::GemmAllScatter::run before initialize");
+  if (!s.gemm)
+    throw Error(Errc::kInvalidArgument, "iris::ops::GemmAllScatter::run before initialize");
   const iris::device::Context dctx = s.ctx->device();
   switch (s.pattern) {
     case AllScatterPattern::kBulkSynchronous:
@@ -286,11 +290,23 @@ void GemmAllScatter::run(cudaStream_t stream) {
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
 
-AllScatterPattern GemmAllScatter::pattern() const { return state_->pattern; }
-const std::uint64_t* GemmAllScatter::tile_flags() const { return state_->arrivals(); }
-int GemmAllScatter::tiles_per_block() const { return state_->grid.tiles; }
-int GemmAllScatter::tiles_n() const { return state_->grid.tiles_n; }
-int GemmAllScatter::tile_m() const { return state_->grid.tile_m; }
-int GemmAllScatter::tile_n() const { return state_->grid.tile_n; }
+AllScatterPattern GemmAllScatter::pattern() const {
+  return state_->pattern;
+}
+const std::uint64_t* GemmAllScatter::tile_flags() const {
+  return state_->arrivals();
+}
+int GemmAllScatter::tiles_per_block() const {
+  return state_->grid.tiles;
+}
+int GemmAllScatter::tiles_n() const {
+  return state_->grid.tiles_n;
+}
+int GemmAllScatter::tile_m() const {
+  return state_->grid.tile_m;
+}
+int GemmAllScatter::tile_n() const {
+  return state_->grid.tile_n;
+}
 
 }  // namespace iris::ops

@@ -1,4 +1,5 @@
-// One CUTLASS kernel per translation unit (they take long to compile): PlainGemm<cutlass::half_t, cutlass::half_t>.
+// One CUTLASS kernel per translation unit (they take long to compile): PlainGemm<cutlass::half_t,
+// cutlass::half_t>.
 #include "iris/ops/detail/gemm_kernel.hpp"
 
 namespace iris::ops::detail {

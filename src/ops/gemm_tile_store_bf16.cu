@@ -1,4 +1,5 @@
-// One CUTLASS kernel per translation unit (they take long to compile): TileStoreGemm<cutlass::bfloat16_t, cutlass::bfloat16_t>.
+// One CUTLASS kernel per translation unit (they take long to compile):
+// TileStoreGemm<cutlass::bfloat16_t, cutlass::bfloat16_t>.
 #include "iris/ops/detail/gemm_kernel.hpp"
 
 namespace iris::ops::detail {

@@ -13,11 +13,16 @@ namespace iris::ops {
 
 std::string_view to_string(TraceKind kind) noexcept {
   switch (kind) {
-    case TraceKind::kGemmTile: return "gemm_tile";
-    case TraceKind::kStore: return "store";
-    case TraceKind::kSignal: return "signal";
-    case TraceKind::kWait: return "wait";
-    case TraceKind::kPush: return "push";
+    case TraceKind::kGemmTile:
+      return "gemm_tile";
+    case TraceKind::kStore:
+      return "store";
+    case TraceKind::kSignal:
+      return "signal";
+    case TraceKind::kWait:
+      return "wait";
+    case TraceKind::kPush:
+      return "push";
   }
   return "?";
 }
@@ -26,7 +31,8 @@ Tracer::Tracer(std::size_t capacity) {
   if (capacity == 0 || capacity > std::numeric_limits<unsigned>::max() / 2)
     throw Error(Errc::kInvalidArgument, "Tracer capacity must be between 1 and 2^31 events");
   buffer_.capacity = static_cast<unsigned>(capacity);
-  IRIS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buffer_.events), sizeof(TraceEvent) * capacity));
+  IRIS_CUDA_CHECK(
+      cudaMalloc(reinterpret_cast<void**>(&buffer_.events), sizeof(TraceEvent) * capacity));
   IRIS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buffer_.count), sizeof(unsigned)));
   IRIS_CUDA_CHECK(cudaMemset(buffer_.count, 0, sizeof(unsigned)));
 }
@@ -77,7 +83,8 @@ void Tracer::write_json(Context& ctx, const std::string& path) const {
   if (ctx.rank() != 0) return;
   std::uint64_t origin = std::numeric_limits<std::uint64_t>::max();
   for (int r = 0; r < world; ++r)
-    for (std::uint64_t i = 0; i < counts[r]; ++i) origin = std::min(origin, all[r * most + i].start_ns);
+    for (std::uint64_t i = 0; i < counts[r]; ++i)
+      origin = std::min(origin, all[r * most + i].start_ns);
   std::ofstream out(path);
   if (!out) throw Error(Errc::kSystem, "cannot write the trace to " + path);
   out << "{\"traceEvents\": [\n";
@@ -85,7 +92,8 @@ void Tracer::write_json(Context& ctx, const std::string& path) const {
   char line[256];
   for (int r = 0; r < world; ++r) {
     std::snprintf(line, sizeof(line),
-                  "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}}",
+                  "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": "
+                  "\"rank %d\"}}",
                   first ? "" : ",\n", r, r);
     out << line;
     first = false;
@@ -93,11 +101,12 @@ void Tracer::write_json(Context& ctx, const std::string& path) const {
       const TraceEvent& e = all[r * most + i];
       const double ts = static_cast<double>(e.start_ns - origin) / 1e3;
       const double dur = static_cast<double>(e.end_ns - e.start_ns) / 1e3;
-      std::snprintf(line, sizeof(line),
-                    ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, "
-                    "\"pid\": %d, \"tid\": %u, \"args\": {\"tile\": %d}}",
-                    std::string(to_string(e.kind)).c_str(), std::string(to_string(e.kind)).c_str(), ts,
-                    dur, e.rank, e.sm, e.tile);
+      std::snprintf(
+          line, sizeof(line),
+          ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, "
+          "\"pid\": %d, \"tid\": %u, \"args\": {\"tile\": %d}}",
+          std::string(to_string(e.kind)).c_str(), std::string(to_string(e.kind)).c_str(), ts, dur,
+          e.rank, e.sm, e.tile);
       out << line;
     }
   }

@@ -24,8 +24,12 @@ using iris_test::context;
 
 // Values in {-1, 0, 1}: with K <= 256 every dot product is an integer of magnitude <= 256,
 // which bf16 represents exactly.
-__host__ __device__ int a_value(int i, int k) { return (i * 7 + k * 3) % 3 - 1; }
-__host__ __device__ int b_value(int rank, int j, int k) { return (j * 5 + k + rank * 11) % 3 - 1; }
+__host__ __device__ int a_value(int i, int k) {
+  return (i * 7 + k * 3) % 3 - 1;
+}
+__host__ __device__ int b_value(int rank, int j, int k) {
+  return (j * 5 + k + rank * 11) % 3 - 1;
+}
 
 __global__ void fill_a(__nv_bfloat16* a, int m, int k) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * k; i += gridDim.x * blockDim.x)
@@ -61,8 +65,8 @@ std::vector<float> reference(const Problem& p, int world) {
   return c;
 }
 
-void expect_c(iris::Context& ctx, const iris::Buffer<__nv_bfloat16>& c, const std::vector<float>& want,
-              const char* when) {
+void expect_c(iris::Context& ctx, const iris::Buffer<__nv_bfloat16>& c,
+              const std::vector<float>& want, const char* when) {
   const auto got = c.to_host();
   std::size_t wrong = 0, first = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -210,8 +214,8 @@ void expect_trace(AllScatterPattern pattern) {
       if (store.kind != K::kStore) continue;
       int computed = 0;
       for (const auto& gemm : events)
-        computed += gemm.kind == K::kGemmTile && gemm.tile == store.tile &&
-                    gemm.sm == store.sm && gemm.end_ns == store.start_ns;
+        computed += gemm.kind == K::kGemmTile && gemm.tile == store.tile && gemm.sm == store.sm &&
+                    gemm.end_ns == store.start_ns;
       EXPECT_EQ(computed, 1) << "store of tile " << store.tile << " has no gemm_tile before it";
     }
   } else {
@@ -219,8 +223,8 @@ void expect_trace(AllScatterPattern pattern) {
     EXPECT_EQ(per_kind[int(K::kPush)], tiles);
     EXPECT_EQ(per_kind[int(K::kStore)], tiles);  // the GEMM's local stores
   }
-  const std::string path = std::string(IRIS_TEST_BINARY_DIR) + "/ops_trace_n" +
-                           std::to_string(world) + ".json";
+  const std::string path =
+      std::string(IRIS_TEST_BINARY_DIR) + "/ops_trace_n" + std::to_string(world) + ".json";
   tracer.write_json(ctx, path);
   if (ctx.rank() == 0) {
     std::ifstream in(path);

@@ -61,10 +61,10 @@ void fill_matrix(In* p, std::int64_t rows, std::int64_t cols, std::int64_t ld, s
 template <class In, class Out>
 void check_against_cublas(DType in_type, DType out_type, Shape s, std::int64_t pad = 0,
                           int sm_count = 0, int graph_replays = 0) {
-  SCOPED_TRACE("M = " + std::to_string(s.m) + ", N = " + std::to_string(s.n) + ", K = " +
-               std::to_string(s.k) + ", " + std::string(iris::ops::to_string(in_type)) + " -> " +
-               std::string(iris::ops::to_string(out_type)) + ", pad " + std::to_string(pad) +
-               ", sm_count " + std::to_string(sm_count));
+  SCOPED_TRACE("M = " + std::to_string(s.m) + ", N = " + std::to_string(s.n) +
+               ", K = " + std::to_string(s.k) + ", " + std::string(iris::ops::to_string(in_type)) +
+               " -> " + std::string(iris::ops::to_string(out_type)) + ", pad " +
+               std::to_string(pad) + ", sm_count " + std::to_string(sm_count));
   const std::int64_t lda = s.k + pad, ldb = s.k + pad, ldd = s.n + pad;
   In *a = nullptr, *b = nullptr;
   Out* d = nullptr;
@@ -126,14 +126,15 @@ void check_against_cublas(DType in_type, DType out_type, Shape s, std::int64_t p
   // Row-major D (M x N) = A (M x K) * B^T is column-major D^T = B^T(op T of K x N) * A.
   CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, s.m, s.k, &alpha, b,
                             cuda_type(in_type), static_cast<int>(ldb), a, cuda_type(in_type),
-                            static_cast<int>(lda), &beta, ref, CUDA_R_32F, s.n,
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                            static_cast<int>(lda), &beta, ref, CUDA_R_32F, s.n, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cublasDestroy(handle);
 
   std::vector<Out> got(static_cast<std::size_t>(s.m) * ldd);
   std::vector<float> want(static_cast<std::size_t>(s.m) * s.n);
-  ASSERT_EQ(cudaMemcpy(got.data(), d, sizeof(Out) * got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), d, sizeof(Out) * got.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
   ASSERT_EQ(cudaMemcpy(want.data(), ref, sizeof(float) * want.size(), cudaMemcpyDeviceToHost),
             cudaSuccess);
   // Tolerance: the output type's rounding (relative) plus fp32 accumulation-order differences
@@ -141,7 +142,9 @@ void check_against_cublas(DType in_type, DType out_type, Shape s, std::int64_t p
   // margin: 1e-6 * K. A lost K block or a wrong tile is off by orders of magnitude more. (The
   // first H200 run used 2e-5 * sqrt(K), which three of 65536 fp32 results at K = 14336 exceeded
   // by 10%.)
-  const float out_eps = out_type == DType::kF32 ? 0.0f : out_type == DType::kBF16 ? 1.0f / 256 : 1.0f / 2048;
+  const float out_eps = out_type == DType::kF32    ? 0.0f
+                        : out_type == DType::kBF16 ? 1.0f / 256
+                                                   : 1.0f / 2048;
   const float accumulate = 1e-6f * static_cast<float>(s.k) + 1e-5f;
   std::size_t wrong = 0;
   std::string first;
@@ -173,9 +176,7 @@ const Shape kShapes[] = {
     {1, 8, 8},          // the smallest problem TMA allows
     {777, 1544, 520},   // ragged in M, N and K
     {1000, 264, 1032},  // N smaller than a tile, K not a multiple of the K tile
-    {4096, 4096, 4096},
-    {2048, 6144, 1024},
-    {16, 4096, 14336},  // decode-like: tiny M, long K
+    {4096, 4096, 4096}, {2048, 6144, 1024}, {16, 4096, 14336},  // decode-like: tiny M, long K
 };
 
 TEST(Gemm, Bf16ToBf16MatchesCublas) {

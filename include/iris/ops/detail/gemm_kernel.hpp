@@ -30,6 +30,7 @@ using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
 using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
 using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
 
+// clang-format off
 template <class ElementAB, class CollectiveEpilogue>
 using MainloopFor = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -39,16 +40,19 @@ using MainloopFor = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
         sizeof(typename CollectiveEpilogue::SharedStorage))>,
     KernelSchedule>::CollectiveOp;
+// clang-format on
 
 /// D = A * B^T with CUTLASS's TMA epilogue (no source C).
 template <class ElementAB, class ElementD>
 struct PlainGemm {
+  // clang-format off
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
       void, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
       ElementD, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
       cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+  // clang-format on
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
                                                       MainloopFor<ElementAB, Epilogue>, Epilogue,
                                                       cutlass::gemm::PersistentScheduler>;
@@ -92,15 +96,15 @@ class CutlassRunner final : public GemmRunner {
       throw Error(Errc::kInternal, "tile-store GEMM initialized without a TileStore");
     const auto status = op_.initialize(make_arguments(args, store), workspace, stream);
     if (status != cutlass::Status::kSuccess)
-      throw Error(Errc::kInvalidArgument, std::string("CUTLASS GEMM initialize failed: ") +
-                                              cutlassGetStatusString(status));
+      throw Error(Errc::kInvalidArgument,
+                  std::string("CUTLASS GEMM initialize failed: ") + cutlassGetStatusString(status));
   }
 
   void run(cudaStream_t stream) override {
     const auto status = op_.run(stream);
     if (status != cutlass::Status::kSuccess)
-      throw Error(Errc::kCuda, std::string("CUTLASS GEMM launch failed: ") +
-                                   cutlassGetStatusString(status),
+      throw Error(Errc::kCuda,
+                  std::string("CUTLASS GEMM launch failed: ") + cutlassGetStatusString(status),
                   static_cast<int>(cudaGetLastError()));
   }
 

@@ -38,11 +38,14 @@ struct consumer_warpgroups {
   __device__ static constexpr unsigned size() { return 256; }
   __device__ static unsigned rank() { return threadIdx.x - kProducerThreads; }
   __device__ static void sync() {
-    cutlass::arch::NamedBarrier::sync(size(), cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
+    cutlass::arch::NamedBarrier::sync(size(),
+                                      cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
   }
 };
 
-__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imin(int a, int b) {
+  return a < b ? a : b;
+}
 
 template <class ElementD_, class TileShape_, int kPasses_>
 class TileStoreEpilogue {
@@ -154,7 +157,8 @@ class TileStoreEpilogue {
     constexpr int kElementsPerUnit = 16 / static_cast<int>(sizeof(ElementD));
     constexpr int kUnitsPerRow = kPassCols / kElementsPerUnit;
     constexpr int kUnits = kBlockM * kUnitsPerRow / static_cast<int>(consumer_warpgroups::size());
-    static_assert(kBlockM * kUnitsPerRow % consumer_warpgroups::size() == 0, "whole units per thread");
+    static_assert(kBlockM * kUnitsPerRow % consumer_warpgroups::size() == 0,
+                  "whole units per thread");
 
     CUTLASS_PRAGMA_NO_UNROLL
     for (int pass = 0; pass < kPasses; ++pass) {
@@ -177,12 +181,14 @@ class TileStoreEpilogue {
         const bool inside = r < rows && cu < pass_units;
         offsets[u] = inside ? static_cast<int>(r * params_.ldd) + cu * kElementsPerUnit : -1;
         if (inside)
-          units[u] = *reinterpret_cast<const uint4*>(staged + r * kSmemCols + cu * kElementsPerUnit);
+          units[u] =
+              *reinterpret_cast<const uint4*>(staged + r * kSmemCols + cu * kElementsPerUnit);
       }
       group.sync();  // shared memory is free for the next pass while the stores drain
       // Communication: translate the tile once per receiver, then plain 16-byte stores.
       for (int j = 1; j <= store.receivers.size; ++j) {
-        const int to = store.receivers.world_rank((store.first_receiver + j) % store.receivers.size);
+        const int to =
+            store.receivers.world_rank((store.first_receiver + j) % store.receivers.size);
         ElementD* peer = store.ctx.translate(tile_d + c0, to);
         CUTLASS_PRAGMA_UNROLL
         for (int u = 0; u < kUnits; ++u)
@@ -199,14 +205,17 @@ class TileStoreEpilogue {
                                    store.receivers.world_rank(j));
         if (tracing) {
           const std::uint64_t signalled = trace_clock();
-          trace_record(store.trace, TraceKind::kStore, store.ctx.rank(), tile, epilogue_start, stored);
-          trace_record(store.trace, TraceKind::kSignal, store.ctx.rank(), tile, signalled, signalled);
+          trace_record(store.trace, TraceKind::kStore, store.ctx.rank(), tile, epilogue_start,
+                       stored);
+          trace_record(store.trace, TraceKind::kSignal, store.ctx.rank(), tile, signalled,
+                       signalled);
           last_end_ = signalled;
         }
       }
     } else if (tracing) {
       last_end_ = trace_clock();
-      trace_record(store.trace, TraceKind::kStore, store.ctx.rank(), tile, epilogue_start, last_end_);
+      trace_record(store.trace, TraceKind::kStore, store.ctx.rank(), tile, epilogue_start,
+                   last_end_);
     }
   }
 
