@@ -96,7 +96,7 @@ IRIS_DEVICE_FN void fence(Scope = {});
 /// anything it does after (fence.sc.sys): a relaxed flag store after quiet() publishes the data.
 /// Per thread: in a group, every member that stored calls it (or use a completion action).
 ///   iris::device::quiet();
-IRIS_DEVICE_FN void quiet();
+IRIS_DEVICE_FN inline void quiet();
 
 }  // namespace iris::device
 

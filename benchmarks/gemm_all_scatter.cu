@@ -1,0 +1,207 @@
+// GEMM and GEMM + all-scatter.
+//
+// One rank (no launcher, or -n 1): iris::ops::Gemm against cuBLAS (bf16 in and out, fp32
+// accumulate) at 8192^3 and LLM tensor-parallel shapes, and the fused-sequential op (the GEMM
+// with its communicating tile-store epilogue, all tiles staying on this GPU) against the plain
+// GEMM: the cost of the epilogue alone.
+// Several ranks (iris-run -n N): each pattern of GEMM + all-scatter against the bulk-synchronous
+// baseline of cuBLAS + an all-gather of the column blocks with device-API puts. NCCL is not run
+// when ranks share a GPU (it refuses two ranks on one device); the table says so.
+//
+//   ./bench_gemm_all_scatter [--json gemm.json] [--samples 10]
+//   iris-run -n 4 ./bench_gemm_all_scatter --json gemm_all_scatter_n4.json
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "iris/iris.hpp"
+#include "iris/ops/gemm.hpp"
+#include "iris/ops/gemm_all_scatter.hpp"
+#include "report.hpp"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+void cublas_check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw iris::Error(iris::Errc::kInternal, std::string("cuBLAS failed: ") + what);
+}
+
+__global__ void fill(bf16* x, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    x[i] = __float2bfloat16(static_cast<float>((i * 2654435761u + seed) % 17) / 8.0f - 1.0f);
+}
+
+/// Row-major D (m x n, leading dimension ldd) = A (m x k) * B^T (B: n x k), cuBLAS.
+void cublas_gemm(cublasHandle_t handle, bf16* d, std::int64_t ldd, const bf16* a, const bf16* b,
+                 int m, int n, int k) {
+  const float alpha = 1, beta = 0;
+  cublas_check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k, a,
+                            CUDA_R_16BF, k, &beta, d, CUDA_R_16BF, static_cast<int>(ldd),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
+}
+
+/// The baseline's all-gather: every block of this rank's column block of C, row by row, to every
+/// peer with device-API puts (a warp per row).
+__global__ void all_gather_columns(const __grid_constant__ iris::device::Context ctx, bf16* c,
+                                   int m, int n, std::int64_t ldc) {
+  const int me = ctx.rank(), world = ctx.world_size();
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32;
+  bf16* own = c + std::int64_t{me} * n;
+  for (int row = blockIdx.x * warps + warp; row < m; row += gridDim.x * warps)
+    for (int s = 1; s < world; ++s)
+      iris::device::put(iris::warp{}, ctx, own + row * ldc, own + row * ldc, n, (me + s) % world);
+}
+
+double tflops(double m, double n, double k, double ms) {
+  return 2 * m * n * k / (ms * 1e9);
+}
+
+struct Shape {
+  int m, n, k;
+};
+
+void single_rank(iris::Context& ctx, const iris::bench::Repeats& repeats, const std::string& json) {
+  const std::vector<Shape> shapes = {{8192, 8192, 8192},  {1024, 4096, 14336},
+                                     {4096, 4096, 14336}, {16384, 4096, 14336},
+                                     {4096, 8192, 28672}, {4096, 49152, 12288}};
+  cublasHandle_t handle;
+  cublas_check(cublasCreate(&handle), "cublasCreate");
+  cudaStream_t stream;
+  IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cublas_check(cublasSetStream(handle, stream), "cublasSetStream");
+  std::vector<iris::bench::Row> rows;
+  for (const Shape& s : shapes) {
+    bf16 *a, *b, *d;
+    IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * s.m * s.k));
+    IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * std::size_t(s.n) * s.k));
+    IRIS_CUDA_CHECK(cudaMalloc(&d, sizeof(bf16) * std::size_t(s.m) * s.n));
+    fill<<<1024, 256>>>(a, std::size_t(s.m) * s.k, 1);
+    fill<<<1024, 256>>>(b, std::size_t(s.n) * s.k, 2);
+    iris::ops::Gemm gemm;
+    gemm.initialize({.m = s.m, .n = s.n, .k = s.k, .a = a, .b = b, .d = d});
+    const double ours = iris::bench::median_ms(stream, repeats, [&](long) { gemm.run(stream); });
+    const double theirs = iris::bench::median_ms(
+        stream, repeats, [&](long) { cublas_gemm(handle, d, s.n, a, b, s.m, s.n, s.k); });
+    // The fused op on one rank: the tile-store epilogue, flags and the completion wait.
+    auto c = ctx.empty<bf16>(iris::Shape(std::size_t(s.m) * s.n));
+    iris::ops::GemmAllScatter fused(ctx);
+    fused.initialize({.m = s.m,
+                      .n = s.n,
+                      .k = s.k,
+                      .a = a,
+                      .b = b,
+                      .c = c.data(),
+                      .pattern = iris::ops::AllScatterPattern::kFusedSequential});
+    const double fused_ms =
+        iris::bench::median_ms(stream, repeats, [&](long) { fused.run(stream); });
+    iris::bench::Row row;
+    row.number("M", s.m, "%.0f").number("N", s.n, "%.0f").number("K", s.k, "%.0f");
+    row.number("iris_ms", ours).number("iris_TFLOPs", tflops(s.m, s.n, s.k, ours), "%.1f");
+    row.number("cublas_ms", theirs).number("cublas_TFLOPs", tflops(s.m, s.n, s.k, theirs), "%.1f");
+    row.number("iris_vs_cublas", theirs / ours);
+    row.number("fused_1rank_ms", fused_ms).number("fused_vs_gemm", ours / fused_ms);
+    rows.push_back(row);
+    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(d);
+  }
+  iris::bench::report(
+      "gemm (bf16 -> bf16, fp32 accumulate), one rank", rows, json,
+      "iris_vs_cublas = cuBLAS time / iris time; fused_vs_gemm = GEMM time / fused "
+      "GEMM + all-scatter on one rank (tile-store epilogue, flags, completion wait)");
+  cublasDestroy(handle);
+}
+
+void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats,
+                   const std::string& json) {
+  const int world = ctx.world_size(), me = ctx.rank();
+  // (M, N of all ranks together, K)
+  const std::vector<Shape> shapes = {
+      {1024, 4096, 14336}, {4096, 4096, 14336}, {1024, 8192, 28672}, {4096, 8192, 28672}};
+  cublasHandle_t handle;
+  cublas_check(cublasCreate(&handle), "cublasCreate");
+  cudaStream_t stream;
+  IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cublas_check(cublasSetStream(handle, stream), "cublasSetStream");
+  const auto devices = iris::bench::device_of_each_rank(ctx.bootstrap());
+  bool shared_gpu = false;
+  for (int r = 0; r < world; ++r)
+    for (int q = 0; q < r; ++q) shared_gpu |= devices[r] >= 0 && devices[r] == devices[q];
+  std::vector<iris::bench::Row> rows;
+  const auto lined_up = [&] { ctx.device_barrier(stream); };
+  for (const Shape& s : shapes) {
+    const int n = s.n / world;
+    bf16 *a, *b;
+    IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * s.m * s.k));
+    IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * std::size_t(n) * s.k));
+    fill<<<1024, 256>>>(a, std::size_t(s.m) * s.k, 1);
+    fill<<<1024, 256>>>(b, std::size_t(n) * s.k, 2 + me);
+    auto c = ctx.zeros<bf16>(iris::Shape(std::size_t(s.m) * s.n));
+    const auto time = [&](auto&& enqueue) {
+      const auto samples = iris::bench::time_calls_ms(stream, repeats, enqueue, lined_up);
+      return iris::bench::slowest_rank(ctx.bootstrap(), iris::bench::summarize(samples).median);
+    };
+    const double gemm_only = time([&](long) {
+      cublas_gemm(handle, c.data() + std::int64_t{me} * n, s.n, a, b, s.m, n, s.k);
+    });
+    const double baseline = time([&](long) {
+      cublas_gemm(handle, c.data() + std::int64_t{me} * n, s.n, a, b, s.m, n, s.k);
+      all_gather_columns<<<2 * iris::bench::sm_count(), 256, 0, stream>>>(ctx.device(), c.data(),
+                                                                          s.m, n, s.n);
+      ctx.device_barrier(stream);
+    });
+    iris::bench::Row row;
+    row.number("ranks", world, "%.0f").number("M", s.m, "%.0f").number("N", s.n, "%.0f");
+    row.number("K", s.k, "%.0f").number("cublas_gemm_ms", gemm_only);
+    row.number("cublas+all_gather_ms", baseline);
+    for (auto pattern : {iris::ops::AllScatterPattern::kBulkSynchronous,
+                         iris::ops::AllScatterPattern::kFusedSequential,
+                         iris::ops::AllScatterPattern::kProducerConsumer}) {
+      iris::ops::GemmAllScatter op(ctx);
+      op.initialize(
+          {.m = s.m, .n = n, .k = s.k, .a = a, .b = b, .c = c.data(), .pattern = pattern});
+      const double ms = time([&](long) { op.run(stream); });
+      const std::string name(iris::ops::to_string(pattern));
+      row.number(name + "_ms", ms).number(name + "_speedup", baseline / ms);
+    }
+    row.text("nccl", shared_gpu ? "skipped: ranks share a GPU" : "not run");
+    rows.push_back(row);
+    ctx.barrier();
+    cudaFree(a);
+    cudaFree(b);
+  }
+  if (me == 0)
+    iris::bench::report(
+        "gemm + all-scatter (bf16), " + std::to_string(world) + " ranks", rows, json,
+        std::string("speedup = (cuBLAS + device-API all-gather) time / pattern time; "
+                    "times are the slowest rank's median") +
+            (shared_gpu ? "; ranks share one GPU, so every pattern also shares its SMs" : ""));
+  cublasDestroy(handle);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!iris::bench::gpu_visible("bench_gemm_all_scatter")) return 0;
+  iris::ContextOptions options;
+  options.heap_size = std::size_t{1} << 30;
+  auto ctx = iris::Context::from_env(options);
+  const iris::bench::Repeats repeats{
+      .warmup = 3,
+      .samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 10))};
+  const std::string json = iris::bench::json_path_from_args(argc, argv);
+  if (ctx.world_size() == 1) {
+    single_rank(ctx, repeats, json);
+  } else {
+    several_ranks(ctx, repeats, json);
+  }
+  return 0;
+}

@@ -1,0 +1,97 @@
+// Shared by examples 10-12: one program per overlap pattern of GEMM + all-scatter, the same
+// data and the same check, so that the examples differ only in the pattern they ask for.
+// Rank r computes its column block of C = A * [B_0 B_1 ...]^T; afterwards every rank checks all
+// of C against a host reference (small-integer data: every bf16 result is exact), and the op is
+// timed. Exits non-zero when any element on any rank is wrong. `--trace file.json` also writes
+// a per-tile timeline of one more run (all ranks merged).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "iris/iris.hpp"
+#include "iris/ops/gemm_all_scatter.hpp"
+#include "iris/ops/trace.hpp"
+#include "report.hpp"
+
+namespace example {
+
+__host__ __device__ inline int a_value(int i, int k) {
+  return (i * 7 + k * 3) % 3 - 1;
+}
+__host__ __device__ inline int b_value(int r, int j, int k) {
+  return (j * 5 + k + r * 11) % 3 - 1;
+}
+
+__global__ inline void fill_operands(__nv_bfloat16* a, __nv_bfloat16* b, int m, int n, int k,
+                                     int r) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * k || i < n * k;
+       i += gridDim.x * blockDim.x) {
+    if (i < m * k) a[i] = __int2bfloat16_rn(a_value(i / k, i % k));
+    if (i < n * k) b[i] = __int2bfloat16_rn(b_value(r, i / k, i % k));
+  }
+}
+
+inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
+  if (!iris::bench::gpu_visible(argv[0])) return 0;
+  auto ctx = iris::Context::from_env();
+  const int world = ctx.world_size(), rank = ctx.rank();
+  const int m = static_cast<int>(iris::bench::number_arg(argc, argv, "--m", 2048));
+  const int n = static_cast<int>(iris::bench::number_arg(argc, argv, "--n", 1024));  // per rank
+  const int k = static_cast<int>(iris::bench::number_arg(argc, argv, "--k", 256));  // <= 256: exact
+  __nv_bfloat16 *a, *b;
+  IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(*a) * m * k));
+  IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));
+  fill_operands<<<256, 256>>>(a, b, m, n, k, rank);
+  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(m) * n * world));
+
+  iris::ops::GemmAllScatter op(ctx);
+  iris::ops::GemmAllScatterArguments args{
+      .m = m, .n = n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern};
+  if (auto status = iris::ops::GemmAllScatter::can_implement(ctx, args); !status) {
+    std::fprintf(stderr, "rank %d: cannot run: %s\n", rank, status.message.c_str());
+    return 1;
+  }
+  op.initialize(args);
+  cudaStream_t stream;
+  IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  op.run(stream);
+  IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  const auto got = c.to_host();
+  std::size_t wrong = 0;
+  for (int i = 0; i < m; ++i)
+    for (int q = 0; q < world; ++q)
+      for (int j = 0; j < n; ++j) {
+        int want = 0;
+        for (int p = 0; p < k; ++p) want += a_value(i, p) * b_value(q, j, p);
+        wrong += __bfloat162float(got[(std::size_t(i) * world + q) * n + j]) != float(want);
+      }
+  std::printf("rank %d: %s: %s (%zu wrong)\n", rank, std::string(to_string(op.pattern())).c_str(),
+              wrong ? "WRONG" : "C is complete and correct", wrong);
+  ctx.barrier();
+  const double ms =
+      iris::bench::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) { op.run(stream); });
+  if (rank == 0)
+    std::printf("M %d, N %d x %d ranks, K %d: %.3f ms per GEMM + all-scatter\n", m, n, world, k,
+                ms);
+  // --trace trace.json: one more run with per-tile events, merged over the ranks into a
+  // Chrome/Perfetto trace (draw it with scripts/plot_trace.py).
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) != "--trace") continue;
+    iris::ops::Tracer tracer;
+    args.trace = &tracer;
+    op.initialize(args);
+    op.run(stream);
+    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    tracer.write_json(ctx, argv[i + 1]);
+    if (rank == 0) std::printf("trace: %s\n", argv[i + 1]);
+  }
+  ctx.barrier();
+  return wrong ? 1 : 0;
+}
+
+}  // namespace example

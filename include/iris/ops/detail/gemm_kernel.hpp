@@ -1,0 +1,155 @@
+// The CUTLASS kernels behind iris::ops::Gemm: SM90 TMA + wgmma mainloop from CUTLASS's
+// collective builder, warp-specialized cooperative schedule, persistent tile scheduler, and
+// either CUTLASS's TMA epilogue (plain GEMM) or the tile-store epilogue (tile_epilogue.hpp).
+// Not public; include it only from the translation units under src/ops/ that instantiate one
+// kernel each (CUTLASS kernels are slow to compile).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/collective/detail.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler.hpp"
+#include "cutlass/kernel_hardware_info.h"
+#include "iris/host/error.hpp"
+#include "iris/ops/detail/gemm_runner.hpp"
+#include "iris/ops/detail/tile_epilogue.hpp"
+
+namespace iris::ops::detail {
+
+/// The CTA tile and cluster every kernel uses: 128 x 256 x 64 with a 2 x 1 cluster (A tiles
+/// multicast along N) is the shape CUTLASS's profiler favours for large bf16/fp16 GEMMs.
+using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+
+// clang-format off
+template <class ElementAB, class CollectiveEpilogue>
+using MainloopFor = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+    ElementAB, cutlass::layout::RowMajor, 16 / sizeof(ElementAB),     // A: M x K, K contiguous
+    ElementAB, cutlass::layout::ColumnMajor, 16 / sizeof(ElementAB),  // B: N x K, K contiguous
+    float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+        sizeof(typename CollectiveEpilogue::SharedStorage))>,
+    KernelSchedule>::CollectiveOp;
+// clang-format on
+
+/// D = A * B^T with CUTLASS's TMA epilogue (no source C).
+template <class ElementAB, class ElementD>
+struct PlainGemm {
+  // clang-format off
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      void, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
+      ElementD, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
+      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+  // clang-format on
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                                      MainloopFor<ElementAB, Epilogue>, Epilogue,
+                                                      cutlass::gemm::PersistentScheduler>;
+  static constexpr bool kTileStore = false;
+};
+
+/// D = A * B^T with the tile-store epilogue: every tile to every receiver, per-tile flags.
+template <class ElementAB, class ElementD>
+struct TileStoreGemm {
+  using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
+      TileStoreEpilogue<ElementD, TileShape, 2>>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                                      MainloopFor<ElementAB, Epilogue>, Epilogue,
+                                                      cutlass::gemm::PersistentScheduler>;
+  static constexpr bool kTileStore = true;
+};
+
+template <class Config>
+class CutlassRunner final : public GemmRunner {
+ public:
+  using Kernel = typename Config::Kernel;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using ElementA = typename Kernel::ElementA;
+  using ElementB = typename Kernel::ElementB;
+  using ElementD = typename Kernel::CollectiveEpilogue::ElementD;
+
+  Status can_implement(const GemmArguments& args) const override {
+    const auto status = Adapter::can_implement(make_arguments(args, nullptr));
+    if (status == cutlass::Status::kSuccess) return Status::success();
+    return Status::failure(std::string("CUTLASS's SM90 kernel rejects this problem (") +
+                           cutlassGetStatusString(status) + ")");
+  }
+
+  std::size_t workspace_size(const GemmArguments& args) const override {
+    return Adapter::get_workspace_size(make_arguments(args, nullptr));
+  }
+
+  void initialize(const GemmArguments& args, const TileStore* store, void* workspace,
+                  cudaStream_t stream) override {
+    if (Config::kTileStore && store == nullptr)
+      throw Error(Errc::kInternal, "tile-store GEMM initialized without a TileStore");
+    const auto status = op_.initialize(make_arguments(args, store), workspace, stream);
+    if (status != cutlass::Status::kSuccess)
+      throw Error(Errc::kInvalidArgument,
+                  std::string("CUTLASS GEMM initialize failed: ") + cutlassGetStatusString(status));
+  }
+
+  void run(cudaStream_t stream) override {
+    const auto status = op_.run(stream);
+    if (status != cutlass::Status::kSuccess)
+      throw Error(Errc::kCuda,
+                  std::string("CUTLASS GEMM launch failed: ") + cutlassGetStatusString(status),
+                  static_cast<int>(cudaGetLastError()));
+  }
+
+  int tile_m() const override { return cute::size<0>(TileShape{}); }
+  int tile_n() const override { return cute::size<1>(TileShape{}); }
+
+ private:
+  static typename Adapter::Arguments make_arguments(const GemmArguments& g,
+                                                    const TileStore* store) {
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    const std::int64_t lda = g.lda ? g.lda : g.k, ldb = g.ldb ? g.ldb : g.k;
+    const std::int64_t ldd = g.ldd ? g.ldd : g.n;
+    typename Adapter::Arguments arguments{};
+    arguments.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    arguments.problem_shape = {g.m, g.n, g.k, 1};
+    arguments.mainloop.ptr_A = static_cast<const ElementA*>(g.a);
+    arguments.mainloop.dA = StrideA{lda, cute::Int<1>{}, 0};
+    arguments.mainloop.ptr_B = static_cast<const ElementB*>(g.b);
+    arguments.mainloop.dB = StrideB{ldb, cute::Int<1>{}, 0};
+    if constexpr (Config::kTileStore) {
+      arguments.epilogue.d = static_cast<ElementD*>(g.d);
+      arguments.epilogue.ldd = ldd;
+      if (store != nullptr) arguments.epilogue.store = *store;
+    } else {
+      using StrideD = typename Kernel::CollectiveEpilogue::StrideD;
+      arguments.epilogue.thread.alpha = 1.0f;
+      arguments.epilogue.thread.beta = 0.0f;
+      arguments.epilogue.ptr_C = nullptr;
+      arguments.epilogue.dC = StrideD{ldd, cute::Int<1>{}, 0};
+      arguments.epilogue.ptr_D = static_cast<ElementD*>(g.d);
+      arguments.epilogue.dD = StrideD{ldd, cute::Int<1>{}, 0};
+    }
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      device = 0;
+    }
+    arguments.hw_info.device_id = device;
+    // 0 lets CUTLASS ask the device (at initialize; can_implement never needs the count).
+    arguments.hw_info.sm_count = g.sm_count;
+    return arguments;
+  }
+
+  Adapter op_;
+};
+
+}  // namespace iris::ops::detail

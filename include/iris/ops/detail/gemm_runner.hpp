@@ -1,0 +1,61 @@
+// The type-erased face of one compiled GEMM kernel (one per translation unit under src/ops/).
+// Not public. Needs no CUTLASS: the kernels themselves are in gemm_kernel.hpp.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "iris/device/context.hpp"
+#include "iris/device/team.hpp"
+#include "iris/ops/gemm.hpp"
+#include "iris/ops/trace.hpp"
+
+namespace iris::ops::detail {
+
+/// Where the tile-store epilogue (tile_epilogue.hpp) sends each finished tile: to every member
+/// of `receivers` (translated once per tile), then it adds 1 to each receiver's copy of the
+/// tile's flag, flags[flag_offset + tile_m * tiles_n + tile_n], with release at system scope.
+struct TileStore {
+  iris::device::Context ctx{};
+  iris::team receivers{};
+  std::uint64_t* flags = nullptr;  ///< symmetric, one counter per tile; null: no flags
+  std::int64_t flag_offset = 0;
+  /// Receivers are visited starting after this team index, so that ranks do not all write to
+  /// the same peer at once (the sender's own index: it stores locally last).
+  int first_receiver = 0;
+  /// Per-tile events (gemm_tile, store, signal) when tracing is on.
+  TraceBuffer trace{};
+};
+
+class GemmRunner {
+ public:
+  virtual ~GemmRunner() = default;
+  /// CUTLASS's own check, after GemmArguments passed ours; message empty when ok.
+  virtual Status can_implement(const GemmArguments& args) const = 0;
+  virtual std::size_t workspace_size(const GemmArguments& args) const = 0;
+  /// `store` is required by tile-store kernels and ignored by the others.
+  virtual void initialize(const GemmArguments& args, const TileStore* store, void* workspace,
+                          cudaStream_t stream) = 0;
+  virtual void run(cudaStream_t stream) = 0;
+  /// The CTA tile (BLK_M, BLK_N): the granularity of per-tile flags.
+  virtual int tile_m() const = 0;
+  virtual int tile_n() const = 0;
+};
+
+// One factory per compiled kernel (src/ops/gemm_*.cu).
+std::unique_ptr<GemmRunner> make_gemm_bf16_bf16();
+std::unique_ptr<GemmRunner> make_gemm_f16_f16();
+std::unique_ptr<GemmRunner> make_gemm_bf16_f32();
+/// bf16 -> bf16 with the tile-store epilogue (GEMM + all-scatter, producer-consumer).
+std::unique_ptr<GemmRunner> make_tile_store_gemm_bf16();
+
+/// The plain kernel for these types, or null when none is compiled.
+std::unique_ptr<GemmRunner> make_gemm(DType ab, DType d);
+
+/// Our own checks of `args` (shape, types, alignment), as a sentence.
+Status check_arguments(const GemmArguments& args);
+
+}  // namespace iris::ops::detail

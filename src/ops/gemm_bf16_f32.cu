@@ -1,0 +1,11 @@
+// One CUTLASS kernel per translation unit (they take long to compile):
+// PlainGemm<cutlass::bfloat16_t, float>.
+#include "iris/ops/detail/gemm_kernel.hpp"
+
+namespace iris::ops::detail {
+
+std::unique_ptr<GemmRunner> make_gemm_bf16_f32() {
+  return std::make_unique<CutlassRunner<PlainGemm<cutlass::bfloat16_t, float>>>();
+}
+
+}  // namespace iris::ops::detail

@@ -1,0 +1,285 @@
+// GEMM + all-scatter in every pattern, on every rank: each rank computes its column block of C
+// from small-integer data (so every bf16 result is exact) and every element of every rank's C
+// is checked against a host reference; runs are repeated and replayed from a CUDA graph, and
+// the per-tile arrival flags must count exactly the runs.
+#include <cuda_bf16.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "iris/iris.hpp"
+#include "iris/ops/gemm_all_scatter.hpp"
+#include "iris/ops/trace.hpp"
+#include "mp/common.cuh"
+
+namespace {
+
+using iris::ops::AllScatterPattern;
+using iris_test::context;
+
+// Values in {-1, 0, 1}: with K <= 256 every dot product is an integer of magnitude <= 256,
+// which bf16 represents exactly.
+__host__ __device__ int a_value(int i, int k) {
+  return (i * 7 + k * 3) % 3 - 1;
+}
+__host__ __device__ int b_value(int rank, int j, int k) {
+  return (j * 5 + k + rank * 11) % 3 - 1;
+}
+
+__global__ void fill_a(__nv_bfloat16* a, int m, int k) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * k; i += gridDim.x * blockDim.x)
+    a[i] = __int2bfloat16_rn(a_value(i / k, i % k));
+}
+__global__ void fill_b(__nv_bfloat16* b, int n, int k, int rank) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n * k; i += gridDim.x * blockDim.x)
+    b[i] = __int2bfloat16_rn(b_value(rank, i / k, i % k));
+}
+
+struct Problem {
+  int m, n, k;
+};
+
+/// C[i][q * n + j] = sum_k A[i][k] * B_q[j][k].
+std::vector<float> reference(const Problem& p, int world) {
+  std::vector<float> c(std::size_t(p.m) * p.n * world);
+  std::vector<int> b(std::size_t(p.n) * p.k);
+  for (int q = 0; q < world; ++q) {
+    for (int j = 0; j < p.n; ++j)
+      for (int k = 0; k < p.k; ++k) b[std::size_t(j) * p.k + k] = b_value(q, j, k);
+    for (int i = 0; i < p.m; ++i) {
+      int a[256];
+      for (int k = 0; k < p.k; ++k) a[k] = a_value(i, k);
+      for (int j = 0; j < p.n; ++j) {
+        int sum = 0;
+        const int* row = &b[std::size_t(j) * p.k];
+        for (int k = 0; k < p.k; ++k) sum += a[k] * row[k];
+        c[std::size_t(i) * p.n * world + std::size_t(q) * p.n + j] = static_cast<float>(sum);
+      }
+    }
+  }
+  return c;
+}
+
+void expect_c(iris::Context& ctx, const iris::Buffer<__nv_bfloat16>& c,
+              const std::vector<float>& want, const char* when) {
+  const auto got = c.to_host();
+  std::size_t wrong = 0, first = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (__bfloat162float(got[i]) != want[i] && wrong++ == 0) first = i;
+  }
+  EXPECT_EQ(wrong, 0u) << "rank " << ctx.rank() << ", " << when << ": " << wrong
+                       << " wrong elements; first at " << first << ": "
+                       << __bfloat162float(got[first]) << " instead of " << want[first];
+}
+
+void run_pattern(AllScatterPattern pattern, const Problem& p) {
+  iris::Context& ctx = context();
+  const int world = ctx.world_size();
+  SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m) +
+               ", N per rank = " + std::to_string(p.n) + ", K = " + std::to_string(p.k));
+  __nv_bfloat16 *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, sizeof(__nv_bfloat16) * p.m * p.k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, sizeof(__nv_bfloat16) * p.n * p.k), cudaSuccess);
+  fill_a<<<128, 256>>>(a, p.m, p.k);
+  fill_b<<<128, 256>>>(b, p.n, p.k, ctx.rank());
+  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n * world));
+  const std::vector<float> want = reference(p, world);
+
+  iris::ops::GemmAllScatterArguments args;
+  args.m = p.m;
+  args.n = p.n;
+  args.k = p.k;
+  args.a = a;
+  args.b = b;
+  args.c = c.data();
+  args.pattern = pattern;
+  const auto status = iris::ops::GemmAllScatter::can_implement(ctx, args);
+  ASSERT_TRUE(status) << status.message;
+  iris::ops::GemmAllScatter op(ctx);
+  op.initialize(args);
+  EXPECT_NE(op.pattern(), AllScatterPattern::kAuto);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+
+  constexpr int kRuns = 3, kReplays = 3;
+  for (int r = 0; r < kRuns; ++r) op.run(stream);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ctx.check_device_errors();
+  expect_c(ctx, c, want, "after direct runs");
+
+  // Clear C everywhere, then only graph replays fill it again.
+  ctx.barrier();
+  ASSERT_EQ(cudaMemset(c.data(), 0, c.bytes()), cudaSuccess);
+  ctx.barrier();
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  op.run(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int r = 0; r < kReplays; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ctx.check_device_errors();
+  expect_c(ctx, c, want, "after graph replays");
+
+  // Every tile of every member arrived once per run.
+  std::vector<std::uint64_t> flags(std::size_t(world) * op.tiles_per_block());
+  ASSERT_EQ(cudaMemcpy(flags.data(), op.tile_flags(), flags.size() * sizeof(std::uint64_t),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_THAT(flags, testing::Each(std::uint64_t{kRuns + kReplays}));
+
+  ctx.barrier();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  cudaFree(a);
+  cudaFree(b);
+}
+
+const Problem kRagged{300, 264, 136};  // ragged tiles in M and N, K not a multiple of 64
+const Problem kLarger{1024, 768, 256};
+
+TEST(GemmAllScatter, BulkSynchronous) {
+  run_pattern(AllScatterPattern::kBulkSynchronous, kRagged);
+  run_pattern(AllScatterPattern::kBulkSynchronous, kLarger);
+}
+
+TEST(GemmAllScatter, FusedSequential) {
+  run_pattern(AllScatterPattern::kFusedSequential, kRagged);
+  run_pattern(AllScatterPattern::kFusedSequential, kLarger);
+}
+
+TEST(GemmAllScatter, ProducerConsumer) {
+  run_pattern(AllScatterPattern::kProducerConsumer, kRagged);
+  run_pattern(AllScatterPattern::kProducerConsumer, kLarger);
+}
+
+TEST(GemmAllScatter, AutoPicksAPattern) {
+  run_pattern(AllScatterPattern::kAuto, kRagged);
+}
+
+// Tracing: every tile of this rank has its gemm_tile, store and signal events (fused) or wait
+// and push events (producer-consumer), each well-formed and in order; the merged JSON names
+// every rank.
+void expect_trace(AllScatterPattern pattern) {
+  iris::Context& ctx = context();
+  const Problem p{512, 512, 128};
+  const int world = ctx.world_size();
+  __nv_bfloat16 *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, sizeof(__nv_bfloat16) * p.m * p.k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, sizeof(__nv_bfloat16) * p.n * p.k), cudaSuccess);
+  fill_a<<<128, 256>>>(a, p.m, p.k);
+  fill_b<<<128, 256>>>(b, p.n, p.k, ctx.rank());
+  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n * world));
+  iris::ops::Tracer tracer;
+  iris::ops::GemmAllScatterArguments args;
+  args.m = p.m;
+  args.n = p.n;
+  args.k = p.k;
+  args.a = a;
+  args.b = b;
+  args.c = c.data();
+  args.pattern = pattern;
+  args.trace = &tracer;
+  iris::ops::GemmAllScatter op(ctx);
+  op.initialize(args);
+  constexpr int kRuns = 2;
+  for (int r = 0; r < kRuns; ++r) op.run();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_c(ctx, c, reference(p, world), "traced");
+  const auto events = tracer.events();
+  EXPECT_EQ(tracer.dropped(), 0u);
+  std::vector<int> per_kind(5, 0);
+  for (const auto& e : events) {
+    EXPECT_EQ(e.rank, ctx.rank());
+    EXPECT_LE(e.start_ns, e.end_ns) << to_string(e.kind) << " of tile " << e.tile;
+    EXPECT_GE(e.tile, 0);
+    EXPECT_LT(e.tile, op.tiles_per_block());
+    ++per_kind[static_cast<int>(e.kind)];
+  }
+  const int tiles = op.tiles_per_block() * kRuns;
+  using K = iris::ops::TraceKind;
+  if (pattern == AllScatterPattern::kFusedSequential) {
+    EXPECT_EQ(per_kind[int(K::kGemmTile)], tiles);
+    EXPECT_EQ(per_kind[int(K::kStore)], tiles);
+    EXPECT_EQ(per_kind[int(K::kSignal)], tiles);
+    // A tile's store starts where its computation ended (the same thread's clock reading).
+    for (const auto& store : events) {
+      if (store.kind != K::kStore) continue;
+      int computed = 0;
+      for (const auto& gemm : events)
+        computed += gemm.kind == K::kGemmTile && gemm.tile == store.tile && gemm.sm == store.sm &&
+                    gemm.end_ns == store.start_ns;
+      EXPECT_EQ(computed, 1) << "store of tile " << store.tile << " has no gemm_tile before it";
+    }
+  } else {
+    EXPECT_EQ(per_kind[int(K::kWait)], tiles);
+    EXPECT_EQ(per_kind[int(K::kPush)], tiles);
+    EXPECT_EQ(per_kind[int(K::kStore)], tiles);  // the GEMM's local stores
+  }
+  const std::string path =
+      std::string(IRIS_TEST_BINARY_DIR) + "/ops_trace_n" + std::to_string(world) + ".json";
+  tracer.write_json(ctx, path);
+  if (ctx.rank() == 0) {
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.rfind("{\"traceEvents\": [", 0), 0u);
+    for (int r = 0; r < world; ++r)
+      EXPECT_THAT(text, testing::HasSubstr("\"name\": \"rank " + std::to_string(r) + "\""));
+    EXPECT_THAT(text, testing::HasSubstr("\"ph\": \"X\""));
+    EXPECT_NE(text.find("], \"displayTimeUnit\""), std::string::npos) << "truncated trace";
+  }
+  ctx.barrier();
+  cudaFree(a);
+  cudaFree(b);
+}
+
+TEST(GemmAllScatter, TraceOfFusedSequential) {
+  expect_trace(AllScatterPattern::kFusedSequential);
+}
+
+TEST(GemmAllScatter, TraceOfProducerConsumer) {
+  expect_trace(AllScatterPattern::kProducerConsumer);
+}
+
+TEST(GemmAllScatter, CanImplementRefusesWhatItCannotRun) {
+  iris::Context& ctx = context();
+  iris::ops::GemmAllScatterArguments args;
+  args.m = 128;
+  args.n = 256;
+  args.k = 64;
+  void* local = nullptr;
+  ASSERT_EQ(cudaMalloc(&local, 1 << 20), cudaSuccess);
+  args.a = args.b = local;
+  args.c = local;  // not symmetric
+  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
+              testing::HasSubstr("symmetric"));
+  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(128) * 256 * ctx.world_size()));
+  args.c = c.data();
+  EXPECT_TRUE(iris::ops::GemmAllScatter::can_implement(ctx, args));
+  args.k = 60;
+  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
+              testing::HasSubstr("K = 60"));
+  args.k = 64;
+  args.m = 1 << 20;  // C (and the heap) too small for this M
+  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
+              testing::HasSubstr("inside the symmetric heap"));
+  args.m = 128;
+  args.team = iris::team{ctx.rank() == 0 ? 1 : 0, 1, 1};  // a team without this rank
+  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
+              testing::HasSubstr("not a member"));
+  iris::ops::GemmAllScatter op(ctx);
+  args.team = {};
+  args.k = 60;
+  EXPECT_THROW(op.initialize(args), iris::Error);
+  cudaFree(local);
+  ctx.barrier();
+}
+
+}  // namespace

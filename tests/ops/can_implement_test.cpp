@@ -1,0 +1,111 @@
+// Gemm::can_implement refuses what the kernels cannot run, with a sentence naming the problem.
+// Host only: no GPU is needed (pointers are checked for alignment, never dereferenced).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "iris/host/error.hpp"
+#include "iris/ops/gemm.hpp"
+
+namespace {
+
+using iris::ops::DType;
+using iris::ops::Gemm;
+using iris::ops::GemmArguments;
+using testing::HasSubstr;
+
+// Fake, 256-byte aligned addresses: never dereferenced by can_implement.
+void* fake(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);
+}
+
+GemmArguments good() {
+  GemmArguments args;
+  args.m = 1000;
+  args.n = 1536;
+  args.k = 512;
+  args.a = fake(0x10000);
+  args.b = fake(0x20000);
+  args.d = fake(0x30000);
+  return args;
+}
+
+TEST(GemmCanImplement, AcceptsSupportedShapesAndTypes) {
+  EXPECT_TRUE(Gemm::can_implement(good())) << Gemm::can_implement(good()).message;
+  auto args = good();
+  args.m = 1;  // any M
+  EXPECT_TRUE(Gemm::can_implement(args));
+  args = good();
+  args.a_type = args.b_type = DType::kF16;
+  args.d_type = DType::kF16;
+  EXPECT_TRUE(Gemm::can_implement(args));
+  args = good();
+  args.d_type = DType::kF32;
+  args.n = 4;  // 16 bytes of fp32
+  EXPECT_TRUE(Gemm::can_implement(args));
+}
+
+TEST(GemmCanImplement, RefusesRowsThatAreNotSixteenBytes) {
+  auto args = good();
+  args.k = 100;
+  const auto status = Gemm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("K = 100"));
+  EXPECT_THAT(status.message, HasSubstr("multiple of 8"));
+  args = good();
+  args.n = 1001;
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("N = 1001"));
+  args = good();
+  args.lda = 513;
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("lda = 513"));
+  args = good();
+  args.ldd = 1000;  // < N
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("ldd = 1000"));
+}
+
+TEST(GemmCanImplement, RefusesEmptyOrNegativeShapes) {
+  auto args = good();
+  args.m = 0;
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("must be positive"));
+  args = good();
+  args.k = -8;
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("K = -8"));
+}
+
+TEST(GemmCanImplement, RefusesUncompiledTypeCombinations) {
+  auto args = good();
+  args.d_type = DType::kF16;  // bf16 -> fp16
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("bf16 -> fp16 is not compiled"));
+  args = good();
+  args.b_type = DType::kF16;
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("both operands must have one type"));
+  args = good();
+  args.a_type = args.b_type = DType::kF32;
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("fp32 operands"));
+}
+
+TEST(GemmCanImplement, RefusesMisalignedOrNullPointers) {
+  auto args = good();
+  args.a = fake(0x10008);
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("16-byte aligned"));
+  args = good();
+  args.d = nullptr;
+  EXPECT_THAT(Gemm::can_implement(args).message, HasSubstr("non-null"));
+}
+
+TEST(GemmCanImplement, InitializeThrowsTheSentence) {
+  auto args = good();
+  args.k = 100;
+  Gemm gemm;
+  try {
+    gemm.initialize(args);
+    FAIL() << "initialize accepted K = 100";
+  } catch (const iris::Error& error) {
+    EXPECT_EQ(error.code(), iris::Errc::kInvalidArgument);
+    EXPECT_THAT(error.message(), HasSubstr("K = 100"));
+  }
+  EXPECT_THROW(gemm.run(), iris::Error);  // never initialized
+}
+
+}  // namespace
