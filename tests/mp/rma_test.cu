@@ -54,21 +54,21 @@ __global__ void move_kernel(const __grid_constant__ iris::device::Context ctx, T
   const int right = (rank + 1) % world, far_right = (rank + 2) % world;
   T* d = dst + c.region + c.dst_offset;
   T* s = src + c.region + c.src_offset;
-  const G group{};
+  const auto group = iris_test::make_group<G>();
   if (c.tile) {
     const iris::device::tile_view<T> dt(d, c.rows, c.cols, c.dst_stride);
     const iris::device::tile_view<const T> st(s, c.rows, c.cols, c.src_stride);
     if constexpr (kOp == Op::kPut) iris::device::put(group, ctx, dt, st, right);
     if constexpr (kOp == Op::kGet) iris::device::get(group, ctx, dt, st, right);
-    if constexpr (kOp == Op::kCopy) iris::device::copy(group, ctx, dt, far_right, st, right);
+    if constexpr (kOp == Op::kCopy) iris::device::copy(group, ctx, dt, st, far_right, right);
     return;
   }
   const std::size_t n = c.cols;
   if constexpr (kOp == Op::kPut) iris::device::put(group, ctx, d, s, n, right);
   if constexpr (kOp == Op::kGet) iris::device::get(group, ctx, d, s, n, right);
-  if constexpr (kOp == Op::kCopy) iris::device::copy(group, ctx, d, far_right, s, right, n);
+  if constexpr (kOp == Op::kCopy) iris::device::copy(group, ctx, d, s, n, far_right, right);
   if constexpr (kOp == Op::kRegisters) {
-    for (std::size_t base = 0; base < n; base += group.size() * kPerMember) {
+    for (std::size_t base = 0; base < n; base += group.num_threads() * kPerMember) {
       const auto values = iris::device::load<kPerMember>(group, ctx, s + base, n - base, right);
       iris::device::store(group, ctx, d + base, values, n - base, right);
     }

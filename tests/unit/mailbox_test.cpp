@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "detail/mailbox_format.hpp"
 #include "iris/device/detail/mailbox.hpp"
 
 namespace {
@@ -11,8 +12,8 @@ namespace {
 using iris::device::detail::Awaited;
 using iris::device::detail::ErrorKind;
 using iris::device::detail::ErrorMailbox;
-using iris::device::detail::mailbox_is_timeout;
-using iris::device::detail::mailbox_report;
+using iris::detail::mailbox_is_timeout;
+using iris::detail::mailbox_report;
 using iris::device::detail::MailboxState;
 using iris::device::detail::ValueKind;
 

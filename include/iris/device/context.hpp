@@ -7,7 +7,10 @@
 // Translation is the core trick: a pointer into this rank's heap becomes the same object on rank
 // `to` with one multiply-add, because all ranks' heaps are mapped into one flat address range,
 // rank r's at base + r * stride. Translate once per tile, then ordinary loads and stores (or an
-// existing CuTe/CUTLASS epilogue) act on the peer's memory directly.
+// existing CuTe/CUTLASS epilogue) act on the peer's memory directly. ctx.translate is the one
+// translation of the API: with debug checks on (IRIS_DEBUG_CHECKS=1) it checks, in device code,
+// that the target rank exists and that the translated bytes lie inside the heap, and reports and
+// traps otherwise (iris/device/debug.hpp); with checks off it is the multiply-add alone.
 #pragma once
 
 #include <cstddef>
@@ -15,11 +18,23 @@
 #include <type_traits>
 
 #include "iris/device/detail/config.hpp"
+#include "iris/device/team.hpp"
 
 namespace iris::device {
 
+class Context;
+#if defined(__CUDACC__)
+/// Declared here for Context::translate; see iris/device/debug.hpp.
+IRIS_DEVICE_FN inline void check_access(const Context& ctx, const char* operation, const void* ptr,
+                                        std::size_t bytes, int to);
+#endif
+
 namespace detail {
 struct ErrorMailbox;  // where a timed-out device wait leaves its report (host-pinned memory)
+#if defined(__CUDACC__)
+IRIS_DEVICE_FN inline void check_member(const Context& ctx, const char* operation, const team& t,
+                                        int member);
+#endif
 
 /// U with the const and volatile qualifiers of T.
 template <class T, class U>
@@ -81,11 +96,31 @@ class Context {
                      : peer_bases_[to];
   }
 
-  /// The object that `ptr` (a pointer into this rank's heap) names, on rank `to`.
-  /// Precondition: contains(ptr) and 0 <= to < world_size(); debug builds of the device API
-  /// check both (see iris/device/debug.hpp).
+  /// The object that `ptr` (a pointer into this rank's heap) names, on rank `to`; `count`
+  /// elements from `ptr` are what the caller will touch. Precondition: 0 <= to < world_size()
+  /// and the `count` elements lie in the heap; with debug checks on, device code checks both.
+  ///   float* peer_row = ctx.translate(row, peer, cols);
   template <class T>
-  IRIS_HOST_DEVICE T* translate(T* ptr, int to) const {
+  IRIS_HOST_DEVICE T* translate(T* ptr, int to, std::size_t count = 1) const {
+#if defined(__CUDA_ARCH__)
+    if (debug_checks_) check_access(*this, "translate", ptr, count * sizeof(T), to);
+#endif
+    return translate_unchecked(ptr, to);
+  }
+
+  /// The same for member `member` (0 <= member < t.size) of team `t`: rank t.world_rank(member).
+  ///   T* p = ctx.translate(ptr, tp, (tp.index_of(ctx.rank()) + 1) % tp.size);
+  template <class T>
+  IRIS_HOST_DEVICE T* translate(T* ptr, const team& t, int member, std::size_t count = 1) const {
+#if defined(__CUDA_ARCH__)
+    if (debug_checks_) detail::check_member(*this, "translate", t, member);
+#endif
+    return translate(ptr, t.world_rank(member), count);
+  }
+
+  /// translate without the debug check; the API's own calls use it after checking themselves.
+  template <class T>
+  IRIS_HOST_DEVICE T* translate_unchecked(T* ptr, int to) const {
     // Byte-pointer arithmetic (not integers) keeps the global address space visible to the
     // compiler, so accesses through the result stay LDG/STG; Byte carries T's cv-qualifiers.
     using Byte = detail::same_cv_t<T, std::byte>;
@@ -115,3 +150,7 @@ class Context {
 static_assert(std::is_trivially_copyable_v<Context>, "device::Context is passed to kernels by value");
 
 }  // namespace iris::device
+
+#if defined(__CUDACC__)
+#include "iris/device/detail/debug_impl.hpp"
+#endif
