@@ -77,6 +77,46 @@ TEST(Context, FullZerosOnesAndTwoDimensionalShapes) {
   }
 }
 
+TEST(Context, LikeAllocationsTakeTheShapeAndFillOfTheirKind) {
+  iris::Context& ctx = shared_context();
+  const iris::Shape shape(5, 7, 9);
+  auto model = ctx.full<std::int32_t>(shape, 3);
+  auto empty = ctx.empty_like(model);
+  auto zeros = ctx.zeros_like(model);
+  auto ones = ctx.ones_like(model);
+  auto full = ctx.full_like(model, std::int32_t{-4});
+  for (const auto* b : {&empty, &zeros, &ones, &full}) {
+    EXPECT_EQ(b->shape(), model.shape());
+    EXPECT_NE(b->data(), model.data());
+    EXPECT_NE(b->offset(), model.offset());
+  }
+  EXPECT_EQ(zeros.to_host(), std::vector<std::int32_t>(shape.rows * shape.cols, 0));
+  EXPECT_EQ(ones.to_host(), std::vector<std::int32_t>(shape.rows * shape.cols, 1));
+  EXPECT_EQ(full.to_host(), std::vector<std::int32_t>(shape.rows * shape.cols, -4));
+  // The model is untouched by its likes.
+  EXPECT_EQ(model.to_host(), std::vector<std::int32_t>(shape.rows * shape.cols, 3));
+  auto halves = ctx.ones_like(ctx.zeros<__half>(3));
+  for (__half v : halves.to_host()) EXPECT_EQ(__half2float(v), 1.0f);
+}
+
+TEST(Context, BarrierObjectsDescribeTheirTeamAndRefuseBadOnes) {
+  iris::Context& ctx = shared_context();
+  const iris::Barriers bars = ctx.make_barriers(3);
+  EXPECT_EQ(bars.count(), 3);
+  EXPECT_EQ(bars.team(), iris::team::world(1));
+  const iris::device::Barriers handle = bars.device();
+  EXPECT_EQ(handle.member(), 0);
+  EXPECT_EQ(handle.channels(), 3);
+  EXPECT_TRUE(ctx.contains(handle.slots(2)));
+  // Channels are whole 128-byte lines apart, so they never share one.
+  EXPECT_EQ(reinterpret_cast<std::byte*>(handle.slots(1)) -
+                reinterpret_cast<std::byte*>(handle.slots(0)),
+            128);
+  EXPECT_THROW(ctx.make_barriers(0), iris::Error);
+  EXPECT_THROW(ctx.make_barriers({.start = 0, .size = 2, .stride = 1}, 1), iris::Error);
+  EXPECT_THROW(ctx.make_barriers({.start = 0, .size = 1, .stride = 0}, 1), iris::Error);
+}
+
 TEST(Context, ArangeCountsInRowMajorOrder) {
   iris::Context& ctx = shared_context();
   auto ints = ctx.arange<std::int32_t>(iris::Shape(3, 5, 8), 10, 3);

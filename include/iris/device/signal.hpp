@@ -25,12 +25,14 @@
 //   (b) the group that stored syncs (bar.sync, a named barrier, __syncwarp, or a Cooperative
 //       Groups sync()), and then ANY one member releases the flag at system scope. This is what
 //       completion actions and iris::device::signal(group, ...) do; no per-thread fence is needed.
-// Why (b) holds, from the PTX ISA memory consistency model: a barrier operation of one thread
-// synchronizes with the barrier operation that completes the phase in every other participating
-// thread, so a member's weak store precedes (program order) its barrier arrival, which
-// synchronizes with the leader's barrier completion, which precedes (program order) the leader's
+// Why (b) holds, from the PTX ISA memory consistency model: bar.sync / barrier.sync (what
+// __syncthreads() and named barriers compile to) are morally strong at CTA scope, and the
+// barrier operation of one participating thread synchronizes with the one that completes the
+// phase in every other; so a member's weak store precedes (program order) its barrier arrival,
+// which synchronizes with the leader's barrier, which precedes (program order) the leader's
 // st.release.sys: the store precedes the release in *base causality order*, which is transitive
-// and does not depend on the scope of the barrier. A release is cumulative: the acquiring thread
+// and does not depend on the scope of the barrier (for __syncwarp, bar.warp.sync's guarantee of
+// memory ordering among the participating threads plays the barrier's part). A release is cumulative: the acquiring thread
 // (ld.acquire.sys that reads the released value; the two are morally strong, both being at
 // system scope) is ordered after everything that precedes the release in causality order, so
 // it observes every member's store. quiet() (fence.sc.sys) in every storing thread is therefore
