@@ -304,9 +304,11 @@ Barriers Context::make_barriers(const iris::team& team, int count, std::source_l
     throw Error(Errc::kInvalidArgument,
                 describe() + ": " + std::to_string(count) + " channels; at least 1", 0, where);
   }
-  // Each channel's slots fill whole 128-byte lines, so channels never share a line.
+  // Per channel: a line for the local epoch, then the arrival slots in whole 128-byte lines, so
+  // channels never share a line.
   constexpr int kPerLine = device::detail::kSlotsPerLine;
-  const int per_channel = (team.size + kPerLine - 1) / kPerLine * kPerLine;
+  const int per_channel =
+      device::detail::kEpochSlots + (team.size + kPerLine - 1) / kPerLine * kPerLine;
   auto slots = zeros<std::uint64_t>(static_cast<std::size_t>(per_channel) * count, where);
   const device::Barriers handle(slots.data(), team, count, per_channel, rank());
   return Barriers(std::move(slots), handle);

@@ -108,10 +108,10 @@ TEST(Context, BarrierObjectsDescribeTheirTeamAndRefuseBadOnes) {
   EXPECT_EQ(handle.member(), 0);
   EXPECT_EQ(handle.channels(), 3);
   EXPECT_TRUE(ctx.contains(handle.slots(2)));
-  // Channels are whole 128-byte lines apart, so they never share one.
+  // A channel is its epoch's line and whole lines of arrival slots: channels share no line.
   EXPECT_EQ(reinterpret_cast<std::byte*>(handle.slots(1)) -
                 reinterpret_cast<std::byte*>(handle.slots(0)),
-            128);
+            256);
   EXPECT_THROW(ctx.make_barriers(0), iris::Error);
   EXPECT_THROW(ctx.make_barriers({.start = 0, .size = 2, .stride = 1}, 1), iris::Error);
   EXPECT_THROW(ctx.make_barriers({.start = 0, .size = 1, .stride = 0}, 1), iris::Error);

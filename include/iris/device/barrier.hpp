@@ -59,8 +59,9 @@ class Barriers {
   Barriers() = default;
 
   /// Made by iris::Barriers (the host object) and by the world barriers; applications do not
-  /// call this. `slots` is this rank's copy of the channels' arrival slots (heap memory, the
-  /// same offset on every rank), `slots_per_channel` of them per channel.
+  /// call this. `slots` is this rank's copy of the channels' state (heap memory, the same offset
+  /// on every rank), `slots_per_channel` 64-bit words per channel: a 128-byte line for the local
+  /// epoch, then team.size arrival slots.
   IRIS_HOST_DEVICE Barriers(std::uint64_t* slots, iris::team team, int channels,
                             int slots_per_channel, int rank)
       : slots_(slots),
@@ -73,7 +74,8 @@ class Barriers {
   IRIS_HOST_DEVICE int channels() const { return channels_; }
   /// This rank's index in the team, -1 when it is not a member.
   IRIS_HOST_DEVICE int member() const { return member_; }
-  /// This rank's arrival slots of `channel` (team().size of them).
+  /// This rank's state of `channel`: the line of its local epoch, then team().size arrival
+  /// slots (at slots(channel) + 16).
   IRIS_HOST_DEVICE std::uint64_t* slots(int channel) const {
     return slots_ + static_cast<std::ptrdiff_t>(channel) * slots_per_channel_;
   }

@@ -11,6 +11,9 @@ namespace iris::device::detail {
 
 using release_sys = ptx<cuda::memory_order_release, cuda::thread_scope_system>;
 using relaxed_sys = ptx<cuda::memory_order_relaxed, cuda::thread_scope_system>;
+// A channel's local epoch is read and written by the one group of this rank that uses the
+// channel (kernel boundaries, or whatever synchronization hands the channel on, order the rest).
+using relaxed_cta = ptx<cuda::memory_order_relaxed, cuda::thread_scope_block>;
 
 IRIS_DEVICE_FN IRIS_FORCEINLINE BarrierState* barrier_state(const Context& ctx) {
   return reinterpret_cast<BarrierState*>(ctx.heap_base() + kBarrierStateOffset);
@@ -26,8 +29,8 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE Barriers world_barriers(const Context& ctx, Barr
                           .expected = kBarrierMaxRanks,
                           .observed = static_cast<std::uint64_t>(ctx.world_size())});
   }
-  return Barriers(first->arrived, iris::team::world(ctx.world_size()), channels,
-                  kBarrierMaxRanks, ctx.rank());
+  return Barriers(&first->epoch, iris::team::world(ctx.world_size()), channels,
+                  static_cast<int>(sizeof(BarrierChannel) / sizeof(std::uint64_t)), ctx.rank());
 }
 
 /// Misuse of a barrier object: a rank outside the team, or a channel it does not have.
@@ -51,22 +54,25 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void check_channel(const Context& ctx, const Bar
   }
 }
 
-/// arrive() under the caller's name. Every member reads this rank's own slot (only this rank
-/// writes it) before the group syncs, and the stores of the new epoch come after the sync, so no
-/// member reads a slot another member of this call has already advanced.
+/// arrive() under the caller's name. Every member reads the channel's local epoch before the
+/// group syncs, and the leader stores the new one after the sync, so no member reads an epoch
+/// this call has already advanced (the wait's final sync orders it before the next arrive).
 template <class G>
 IRIS_DEVICE_FN IRIS_FORCEINLINE barrier_token arrive_on(G group, const Context& ctx,
                                                         const Barriers& bars, int channel,
                                                         const char* operation) {
   check_channel(ctx, bars, channel, operation);
-  std::uint64_t* slots = bars.slots(channel);
+  std::uint64_t* state = bars.slots(channel);
+  std::uint64_t* slots = state + kEpochSlots;
   const int me = bars.member();
-  const std::uint64_t epoch = relaxed_sys::load(slots + me) + 1;
+  const std::uint64_t epoch = relaxed_cta::load(state) + 1;
   // Publishes every member's earlier writes with the releases below (signal.hpp, rule (b)).
   group.sync();
   const iris::team& t = bars.team();
   const int n = static_cast<int>(group.num_threads());
-  for (int i = static_cast<int>(group.thread_rank()); i < t.size; i += n)
+  const int first = static_cast<int>(group.thread_rank());
+  if (first == 0) relaxed_cta::store(state, epoch);
+  for (int i = first; i < t.size; i += n)
     release_sys::store(ctx.translate_unchecked(slots + me, t.world_rank(i)), epoch);
   return {channel, epoch};
 }
@@ -78,7 +84,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void wait_on(G group, const Context& ctx, const 
                                              barrier_token token, const char* operation,
                                              Awaited awaited) {
   check_channel(ctx, bars, token.channel, operation);
-  const std::uint64_t* slots = bars.slots(token.channel);
+  const std::uint64_t* slots = bars.slots(token.channel) + kEpochSlots;
   const iris::team& t = bars.team();
   const int n = static_cast<int>(group.num_threads());
   for (int i = static_cast<int>(group.thread_rank()); i < t.size; i += n) {

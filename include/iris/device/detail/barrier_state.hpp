@@ -3,9 +3,10 @@
 // host zeroes when it makes the heap. Barrier objects (iris::Context::make_barriers) keep theirs
 // in memory of their own, sized for their team. Not public.
 //
-// Every barrier is an exchange of epochs over a *channel*: one arrival slot per team member on
-// every member's rank; member i stores the epoch it has reached into slot i on every member, and
-// reads its own slot on its own rank to know which epoch comes next. Epochs only grow (64 bits
+// Every barrier is an exchange of epochs over a *channel*: on every member's rank, a line with
+// the epoch this rank last arrived at (read and written only by the group of this rank that
+// uses the channel), then one arrival slot per team member; member i stores the epoch it has
+// reached into slot i on every member. Epochs only grow (64 bits
 // never wrap), so a barrier never resets anything: it survives kernel boundaries and CUDA-graph
 // replays as it is.
 //
@@ -33,9 +34,15 @@ inline constexpr std::size_t kLine = 128;
 /// Arrival slots are padded to whole lines per channel.
 inline constexpr int kSlotsPerLine = static_cast<int>(kLine / sizeof(std::uint64_t));
 
+/// Slots before a channel's arrival slots: the line of its local epoch.
+inline constexpr int kEpochSlots = kSlotsPerLine;
+
 struct alignas(kLine) BarrierChannel {
+  std::uint64_t epoch;  ///< the epoch this rank last arrived at on the channel
+  std::byte unused[kLine - sizeof(std::uint64_t)];
   std::uint64_t arrived[kBarrierMaxRanks];  ///< arrived[r]: the newest epoch rank r reached
 };
+static_assert(offsetof(BarrierChannel, arrived) == kEpochSlots * sizeof(std::uint64_t));
 
 struct alignas(kLine) GridBarrierState {
   std::uint64_t blocks_arrived;  ///< blocks (other than block 0) in the current grid barrier
