@@ -188,8 +188,8 @@ int main(int argc, char** argv) {
     check_in_kernel<<<1, kThreadsPerBlock>>>(ctx.device(), World<iris::block>{}, slots.data(), 1,
                                              kCheckRounds, stale.data());
     check_in_kernel<<<grid_blocks, kThreadsPerBlock>>>(ctx.device(), World<iris::grid>{},
-                                                       slots.data(), 1 + kCheckRounds,
-                                                       kCheckRounds, stale.data());
+                                                       slots.data(), 1 + kCheckRounds, kCheckRounds,
+                                                       stale.data());
     check_in_kernel<<<1, kThreadsPerBlock>>>(ctx.device(), Object<true>{bars.device()},
                                              slots.data(), 1 + 2 * kCheckRounds, kCheckRounds,
                                              stale.data());

@@ -52,7 +52,6 @@ std::string shape(std::uint64_t rows_cols) {
 
 }  // namespace mailbox_format
 
-
 /// A timed-out wait: what it waited for, for how long, and what it saw last.
 std::string wait_report(const ErrorMailbox& m) {
   namespace f = mailbox_format;

@@ -109,9 +109,9 @@ TEST(Context, BarrierObjectsDescribeTheirTeamAndRefuseBadOnes) {
   EXPECT_EQ(handle.channels(), 3);
   EXPECT_TRUE(ctx.contains(handle.slots(2)));
   // A channel is its epoch's line and whole lines of arrival slots: channels share no line.
-  EXPECT_EQ(reinterpret_cast<std::byte*>(handle.slots(1)) -
-                reinterpret_cast<std::byte*>(handle.slots(0)),
-            256);
+  EXPECT_EQ(
+      reinterpret_cast<std::byte*>(handle.slots(1)) - reinterpret_cast<std::byte*>(handle.slots(0)),
+      256);
   EXPECT_THROW(ctx.make_barriers(0), iris::Error);
   EXPECT_THROW(ctx.make_barriers({.start = 0, .size = 2, .stride = 1}, 1), iris::Error);
   EXPECT_THROW(ctx.make_barriers({.start = 0, .size = 1, .stride = 0}, 1), iris::Error);
@@ -121,7 +121,8 @@ TEST(Context, ArangeCountsInRowMajorOrder) {
   iris::Context& ctx = shared_context();
   auto ints = ctx.arange<std::int32_t>(iris::Shape(3, 5, 8), 10, 3);
   const auto values = ints.to_host();
-  for (std::size_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], 10 + 3 * static_cast<int>(i));
+  for (std::size_t i = 0; i < values.size(); ++i)
+    ASSERT_EQ(values[i], 10 + 3 * static_cast<int>(i));
   auto halves = ctx.arange<__half>(100, __float2half(0.0f), __float2half(0.5f));
   const auto h = halves.to_host();
   for (std::size_t i = 0; i < h.size(); ++i) ASSERT_EQ(__half2float(h[i]), 0.5f * i);

@@ -1,9 +1,9 @@
 // The device API on one rank: the compile-time rules for tags and groups, exact results of
 // fetching atomics, waits that hold at once, barriers at world size 1. The reports of device
 // failures are in device_reports_test.cu.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cooperative_groups.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -46,8 +46,9 @@ static_assert(iris::kWarpsFirstBarrier == 8 && iris::kWarpsMaxGroups == 8,
 static_assert(std::is_trivially_copyable_v<iris::device::Barriers>);
 // One name per operation: the describing forms of signal_set/add are what put's last argument
 // takes, and they live next to the raising forms.
-static_assert(std::is_same_v<decltype(iris::device::signal_add(static_cast<std::uint64_t*>(nullptr), 1)),
-                             iris::signal_action<std::uint64_t, iris::signal_op::add>>);
+static_assert(
+    std::is_same_v<decltype(iris::device::signal_add(static_cast<std::uint64_t*>(nullptr), 1)),
+                   iris::signal_action<std::uint64_t, iris::signal_op::add>>);
 
 iris::Context& context() {
   static iris::Context ctx = [] {

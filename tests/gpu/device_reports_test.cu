@@ -96,8 +96,8 @@ __global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure 
                                                                  : 1;
   const iris::Barriers bars = ctx->make_barriers(2);
   // A handle as a rank outside the team would hold it (rank 0 of a team that starts at 1).
-  const iris::device::Barriers others(bars.device().slots(0), iris::team{1, 1, 1}, 2,
-                                      32, ctx->rank());
+  const iris::device::Barriers others(bars.device().slots(0), iris::team{1, 1, 1}, 2, 32,
+                                      ctx->rank());
   fail<<<blocks, 32>>>(ctx->device(), failure, flag, floats, outside, bars.device(), others);
   cudaDeviceSynchronize();
   try {

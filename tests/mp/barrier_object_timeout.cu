@@ -20,8 +20,8 @@ TEST(BarrierObjectTimeout, NamesTheChannelAndTheRankThatDidNotArrive) {
   ctx.barrier();
   if (ctx.rank() != 0) return;  // the others never come
 
-  const std::string message = iris_test::timeout_message(
-      ctx, [&] { sync_alone<<<1, 32>>>(ctx.device(), bars.device()); });
+  const std::string message =
+      iris_test::timeout_message(ctx, [&] { sync_alone<<<1, 32>>>(ctx.device(), bars.device()); });
   EXPECT_THAT(message, testing::ContainsRegex(
                            "^rank 0: barrier sync timed out after [0-9.]+ ms on channel 3 "
                            "waiting for rank [1-9][0-9]* to arrive at epoch 1 \\(it has reached "

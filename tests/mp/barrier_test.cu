@@ -211,15 +211,16 @@ void run_team_rounds(const iris::team& team) {
                ", team {" + std::to_string(team.start) + ", " + std::to_string(team.size) + ", " +
                std::to_string(team.stride) + "}");
   // Two groups of G per rank (a block holds at least one G), on channels 0 and 1.
-  const int groups = static_cast<int>(iris_test::kThreadsPerBlock / iris_test::threads_per_group<G>());
+  const int groups =
+      static_cast<int>(iris_test::kThreadsPerBlock / iris_test::threads_per_group<G>());
   const int used = std::max(groups, 2);
   auto bars = ctx.make_barriers(team, used);
   auto slots = ctx.full<int>(used * team.size, -1);
   auto errors = ctx.zeros<unsigned>(1);
   if (team.contains(ctx.rank())) {
     for (int launch = 0; launch < 2; ++launch)  // epochs carry over between launches
-      launch_team_rounds<G, kSplit>(ctx, bars, 0, used, slots.data(), 1 + launch * kRounds,
-                                    kRounds, errors.data());
+      launch_team_rounds<G, kSplit>(ctx, bars, 0, used, slots.data(), 1 + launch * kRounds, kRounds,
+                                    errors.data());
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   }
   ctx.barrier();

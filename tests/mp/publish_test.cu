@@ -52,7 +52,8 @@ __global__ void publish_rounds(const __grid_constant__ iris::device::Context ctx
     for (int k = 0; k < world; ++k) {
       const int peer = (rank + k) % world;  // start at different peers: mix the traffic
       std::uint32_t* slice = ctx.translate(inbox + (rank * kBlocks + b) * kWords, peer, kWords);
-      for (std::size_t i = group.thread_rank(); i < kWords; i += n) slice[i] = word(rank, b, round, i);
+      for (std::size_t i = group.thread_rank(); i < kWords; i += n)
+        slice[i] = word(rank, b, round, i);
     }
     if constexpr (kUnderFenced) {
       if (group.thread_rank() == 0)
@@ -97,8 +98,7 @@ unsigned run_publish() {
   if (!kUnderFenced) {
     EXPECT_EQ(wrong, 0u) << "stale or torn words received by rank " << ctx.rank();
     EXPECT_EQ(too_small.to_host()[0], 0u) << "a group wait returned a value below its condition";
-    EXPECT_EQ(ready.to_host(),
-              std::vector<std::uint64_t>(kBlocks, std::uint64_t(world) * kRounds));
+    EXPECT_EQ(ready.to_host(), std::vector<std::uint64_t>(kBlocks, std::uint64_t(world) * kRounds));
   }
   ctx.barrier();
   unsigned total = 0;
@@ -130,8 +130,7 @@ TEST(Publish, GroupSignalsPublishEveryMembersPlainStoresToTheWholeTeam) {
 // Rule (a): a thread publishes its own stores with its own release, here one flag per thread
 // and destination, no group involved.
 __global__ void publish_by_threads(const __grid_constant__ iris::device::Context ctx,
-                                   std::uint32_t* inbox, std::uint64_t* ready,
-                                   unsigned* errors) {
+                                   std::uint32_t* inbox, std::uint64_t* ready, unsigned* errors) {
   const int rank = ctx.rank(), world = ctx.world_size();
   const int right = (rank + 1) % world, left = (rank + world - 1) % world;
   const unsigned t = threadIdx.x;

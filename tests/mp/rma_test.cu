@@ -271,7 +271,8 @@ void run_grid_move() {
   SCOPED_TRACE(std::string(op_name(kOp)) + " by the grid");
   constexpr std::size_t kCount = (std::size_t{1} << 20) + 7;
   std::vector<int> values(kCount + 2);
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = ctx.rank() * 10000000 + static_cast<int>(i);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = ctx.rank() * 10000000 + static_cast<int>(i);
   auto src = ctx.empty<int>(kCount + 2);
   src.copy_from_host(values);
   auto dst = ctx.full<int>(kCount + 2, -1);
@@ -283,7 +284,8 @@ void run_grid_move() {
   EXPECT_EQ(got.front(), -1);
   EXPECT_EQ(got.back(), -1);
   for (std::size_t i = 1; i <= kCount; ++i)
-    ASSERT_EQ(got[i], from * 10000000 + static_cast<int>(i)) << "rank " << ctx.rank() << ", element " << i;
+    ASSERT_EQ(got[i], from * 10000000 + static_cast<int>(i))
+        << "rank " << ctx.rank() << ", element " << i;
   ctx.barrier();
 }
 

@@ -40,7 +40,8 @@ __global__ void ring(const __grid_constant__ iris::device::Context ctx, int* inb
       outbox[i] = message_value(rank, round, i);
     group.sync();
     if constexpr (kPublish == Publish::kSignalAdd) {
-      iris::device::put(group, ctx, inbox, outbox, kMessage, right, iris::device::signal_add(ready, 1));
+      iris::device::put(group, ctx, inbox, outbox, kMessage, right,
+                        iris::device::signal_add(ready, 1));
     } else if constexpr (kPublish == Publish::kSignalSet) {
       iris::device::put(group, ctx, inbox, outbox, kMessage, right,
                         iris::device::signal_set(ready_epoch, round));

@@ -38,10 +38,11 @@ IRIS_DEVICE_FN inline void check_member(const Context& ctx, const char* operatio
 
 /// U with the const and volatile qualifiers of T.
 template <class T, class U>
-using same_cv_t = std::conditional_t<
-    std::is_volatile_v<T>, std::conditional_t<std::is_const_v<T>, const volatile U, volatile U>,
-    std::conditional_t<std::is_const_v<T>, const U, U>>;
-}
+using same_cv_t =
+    std::conditional_t<std::is_volatile_v<T>,
+                       std::conditional_t<std::is_const_v<T>, const volatile U, volatile U>,
+                       std::conditional_t<std::is_const_v<T>, const U, U>>;
+}  // namespace detail
 
 class Context {
  public:
@@ -147,7 +148,8 @@ class Context {
   bool debug_checks_ = false;
 };
 
-static_assert(std::is_trivially_copyable_v<Context>, "device::Context is passed to kernels by value");
+static_assert(std::is_trivially_copyable_v<Context>,
+              "device::Context is passed to kernels by value");
 
 }  // namespace iris::device
 

@@ -68,7 +68,9 @@ struct warps {
     return device::detail::linear_thread_index() % (32 * N);
   }
   /// Which group of the block the calling thread is in.
-  IRIS_DEVICE_FN static unsigned index() { return device::detail::linear_thread_index() / (32 * N); }
+  IRIS_DEVICE_FN static unsigned index() {
+    return device::detail::linear_thread_index() / (32 * N);
+  }
   IRIS_DEVICE_FN static void sync() {
     if constexpr (N == 1) {
       __syncwarp();
@@ -127,15 +129,13 @@ struct grid {
 /// Groups object (anything with thread_rank() and num_threads()).
 template <class G>
 concept cooperative_group = requires(const G& g) {
-  {g.thread_rank()};
-  {g.num_threads()};
+  { g.thread_rank() };
+  { g.num_threads() };
 };
 
 /// A group whose members can wait for each other (all but iris::grid). Signals, group waits and
 /// barrier objects need it.
 template <class G>
-concept synchronizable_group = cooperative_group<G> && requires(const G& g) {
-  g.sync();
-};
+concept synchronizable_group = cooperative_group<G> && requires(const G& g) { g.sync(); };
 
 }  // namespace iris

@@ -60,8 +60,8 @@ IRIS_DEVICE_FN T load(const Context& ctx, const T* src, int from);
 template <class T>
 IRIS_DEVICE_FN void store(const Context& ctx, T* dst, cuda::std::type_identity_t<T> value, int to);
 
-/// The group reads group.num_threads() * N consecutive elements of rank `from`'s copy of `src`: member
-/// r gets elements [r*N, r*N + N). Elements at or past `count` are not read and come back as
+/// The group reads group.num_threads() * N consecutive elements of rank `from`'s copy of `src`:
+/// member r gets elements [r*N, r*N + N). Elements at or past `count` are not read and come back as
 /// T{}. With N * sizeof(T) a multiple of 16 and `src` 16-byte aligned, each member reads
 /// 16-byte vectors.
 ///   auto v = iris::device::load<4>(iris::warp{}, ctx, src, n, peer);   // 4 floats per lane
@@ -86,7 +86,8 @@ IRIS_DEVICE_FN void get(G group, const Context& ctx, T* dst, const T* src, std::
 
 /// Copies `count` elements of local `src` to rank `to`'s copy of `dst`, then runs the optional
 /// completion action on rank `to`.
-///   iris::device::put(iris::warp{}, ctx, dst, src, n, peer, iris::device::signal_set(flag, round));
+///   iris::device::put(iris::warp{}, ctx, dst, src, n, peer, iris::device::signal_set(flag,
+///   round));
 template <int InFlight = kVectorsInFlight, cooperative_group G, class T, class Signal = no_signal>
 IRIS_DEVICE_FN void put(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
                         int to, Signal signal = {});

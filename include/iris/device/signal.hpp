@@ -32,10 +32,12 @@
 // which synchronizes with the leader's barrier, which precedes (program order) the leader's
 // st.release.sys: the store precedes the release in *base causality order*, which is transitive
 // and does not depend on the scope of the barrier (for __syncwarp, bar.warp.sync's guarantee of
-// memory ordering among the participating threads plays the barrier's part). A release is cumulative: the acquiring thread
-// (ld.acquire.sys that reads the released value; the two are morally strong, both being at
-// system scope) is ordered after everything that precedes the release in causality order, so
-// it observes every member's store. quiet() (fence.sc.sys) in every storing thread is therefore
+// memory ordering among the participating threads plays the barrier's part). A release is
+// cumulative: the acquiring thread (ld.acquire.sys that reads the released value; the two are
+// morally strong, both being at system scope) is ordered after everything that precedes the
+// release in causality order, so it observes every member's store. The receiving side mirrors
+// it: one member acquires, then its group syncs (wait_until(group, ...)), and every member may
+// read. quiet() (fence.sc.sys) in every storing thread is therefore
 // not needed before a signal; it is for a thread that publishes its own stores with a *relaxed*
 // signal, or wants its stores performed before a later, unrelated access.
 // What is NOT enough: a signal without the group's sync (other members' stores may still be in
@@ -75,10 +77,11 @@ namespace iris::device {
 
 /// The action "set the flag to `value`" (any value convertible to the flag's type), run later by
 /// put/copy or signal(group, ...), with release at system scope.
-///   iris::device::put(iris::warp{}, ctx, dst, src, n, peer, iris::device::signal_set(flag, round));
+///   iris::device::put(iris::warp{}, ctx, dst, src, n, peer, iris::device::signal_set(flag,
+///   round));
 template <class T, class V>
 [[nodiscard]] IRIS_HOST_DEVICE constexpr signal_action<T, signal_op::set> signal_set(T* flag,
-                                                                                    V value) {
+                                                                                     V value) {
   return {flag, static_cast<T>(value)};
 }
 
@@ -86,7 +89,7 @@ template <class T, class V>
 ///   iris::device::put(iris::block{}, ctx, dst, src, n, peer, iris::device::signal_add(flag, 1));
 template <class T, class V>
 [[nodiscard]] IRIS_HOST_DEVICE constexpr signal_action<T, signal_op::add> signal_add(T* flag,
-                                                                                    V value) {
+                                                                                     V value) {
   return {flag, static_cast<T>(value)};
 }
 
@@ -118,7 +121,7 @@ IRIS_DEVICE_FN T wait_until(const Context& ctx, const T* flag, cmp c,
 ///   auto seen = iris::device::wait_until(iris::block{}, ctx, flag, iris::cmp::ge, round);
 template <synchronizable_group G, class T, class Order = acquire_t, class Scope = sys_t>
 IRIS_DEVICE_FN T wait_until(G group, const Context& ctx, const T* flag, cmp c,
-                               cuda::std::type_identity_t<T> value, Order = {}, Scope = {});
+                            cuda::std::type_identity_t<T> value, Order = {}, Scope = {});
 
 /// The group raises a flag without data: the group syncs, then its leader runs `action` on rank
 /// `to` with release at system scope. Every member's earlier stores, to any rank (plain stores

@@ -92,7 +92,8 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_elements(slice t, T* dst, const T* src
   static_assert(InFlight >= 1 && InFlight <= 16,
                 "iris: get/put/copy keep 1 to 16 vectors in flight per thread");
   copy_bytes<16, kMinAlign<T>, InFlight>(t, reinterpret_cast<std::byte*>(dst),
-                               reinterpret_cast<const std::byte*>(src), count * sizeof(T));
+                                         reinterpret_cast<const std::byte*>(src),
+                                         count * sizeof(T));
 }
 
 /// 2-D: contiguous tiles go as one range; otherwise each row goes to a slice of up to 32
@@ -106,8 +107,8 @@ IRIS_DEVICE_FN void copy_tile(slice t, tile_view<T> dst, tile_view<const T> src)
   const std::size_t mine = t.rank / kTeam;
   const slice row_team{t.rank % kTeam, smaller(kTeam, t.size - mine * kTeam)};
   for (std::size_t row = mine; row < dst.rows; row += teams)
-    copy_elements<InFlight>(row_team, dst.data + row * dst.row_stride, src.data + row * src.row_stride,
-                  dst.cols);
+    copy_elements<InFlight>(row_team, dst.data + row * dst.row_stride,
+                            src.data + row * src.row_stride, dst.cols);
 }
 
 template <class Signal>
@@ -209,8 +210,8 @@ template <int InFlight, cooperative_group G, class T, class Signal>
 IRIS_DEVICE_FN void put(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
                         int to, Signal signal) {
   detail::check_signal<Signal>();
-  detail::copy_elements<InFlight>(detail::slice_of(group),
-                                  detail::checked_translate(ctx, "put", dst, count, to), src, count);
+  detail::copy_elements<InFlight>(
+      detail::slice_of(group), detail::checked_translate(ctx, "put", dst, count, to), src, count);
   detail::complete(group, ctx, signal, to);
 }
 
