@@ -238,7 +238,7 @@ TEST(BarrierObjects, EveryKindOfGroupSyncsAndSplitsOnItsOwnChannel) {
 
 // Teams that are a strict subset of the world: halves (2 of 4 at four ranks) and every other
 // rank (stride 2; 4 of 8 at eight ranks). Only the members run; the others never come, and
-// must not be waited for.
+// must not be waited for. Then every rank runs at once, each in its own group's team.
 TEST(BarrierObjects, TeamsThatAreAStrictSubsetOfTheWorld) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -247,6 +247,10 @@ TEST(BarrierObjects, TeamsThatAreAStrictSubsetOfTheWorld) {
   for (int start : {0, half}) run_team_rounds<iris::block, false>({start, half, 1});
   for (int start : {0, 1}) run_team_rounds<iris::block, true>({start, half, 2});
   for (int start : {0, 1}) run_team_rounds<iris_test::cg_warp, false>({start, half, 2});
+  // Every rank at once, each with its own group's team in one object: halves, then odds/evens.
+  const int me = ctx.rank();
+  run_team_rounds<iris::block, true>({me / half * half, half, 1});
+  run_team_rounds<iris::warps<4>, false>({me % 2, half, 2});
 }
 
 // Two kernels on two streams at once, each on channels of its own of one barrier object: the

@@ -19,7 +19,9 @@
 // group at a time uses a channel; different channels are independent, so two kernels on two
 // streams, or two groups of one kernel, may run barriers at once on channels of their own.
 // Every member rank of the team runs the same sequence of barriers on a channel; ranks outside
-// the team must not use it (it reports and traps).
+// the team must not use it (it reports and traps). Ranks may pass different teams of one size,
+// each its own group's (the tensor-parallel groups of iris/device/team.hpp): the object then
+// serves every group at once, each rank using its own group's channels.
 //
 // Ordering guarantee (barrier objects and world barriers alike): everything any member of the
 // group wrote before arrive() (or sync()/barrier()), to any rank's memory, plain stores
