@@ -11,7 +11,7 @@ namespace iris::detail {
 
 using device::detail::Awaited;
 using device::detail::ErrorKind;
-using device::detail::ErrorMailbox;
+using device::ErrorMailbox;
 using device::detail::MailboxState;
 using device::detail::ValueKind;
 

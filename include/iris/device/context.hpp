@@ -23,6 +23,9 @@
 namespace iris::device {
 
 class Context;
+/// Where a failed wait or debug check leaves its report for the host (pinned host memory the
+/// host Context owns). Opaque here: only Iris reads or writes it.
+struct ErrorMailbox;
 #if defined(__CUDACC__)
 /// Declared here for Context::translate; see iris/device/debug.hpp.
 IRIS_DEVICE_FN inline void check_access(const Context& ctx, const char* operation, const void* ptr,
@@ -30,7 +33,6 @@ IRIS_DEVICE_FN inline void check_access(const Context& ctx, const char* operatio
 #endif
 
 namespace detail {
-struct ErrorMailbox;  // where a timed-out device wait leaves its report (host-pinned memory)
 #if defined(__CUDACC__)
 IRIS_DEVICE_FN inline void check_member(const Context& ctx, const char* operation, const team& t,
                                         int member);
@@ -53,7 +55,7 @@ class Context {
   /// world_size heap bases (the cudaIpc fallback).
   IRIS_HOST_DEVICE Context(int rank, int world_size, std::byte* heap_base, std::size_t heap_size,
                            std::ptrdiff_t stride, std::byte* const* peer_bases,
-                           detail::ErrorMailbox* mailbox, std::uint64_t wait_timeout_ns,
+                           ErrorMailbox* mailbox, std::uint64_t wait_timeout_ns,
                            bool debug_checks)
       : rank_(rank),
         world_size_(world_size),
@@ -76,7 +78,7 @@ class Context {
   IRIS_HOST_DEVICE bool is_flat() const { return peer_bases_ == nullptr; }
   IRIS_HOST_DEVICE std::uint64_t wait_timeout_ns() const { return wait_timeout_ns_; }
   IRIS_HOST_DEVICE bool debug_checks() const { return debug_checks_; }
-  IRIS_HOST_DEVICE detail::ErrorMailbox* mailbox() const { return mailbox_; }
+  IRIS_HOST_DEVICE ErrorMailbox* mailbox() const { return mailbox_; }
 
   /// True when `ptr` points into this rank's heap.
   IRIS_HOST_DEVICE bool contains(const void* ptr) const {
@@ -143,7 +145,7 @@ class Context {
   std::size_t heap_size_ = 0;
   std::ptrdiff_t stride_ = 0;
   std::byte* const* peer_bases_ = nullptr;
-  detail::ErrorMailbox* mailbox_ = nullptr;
+  ErrorMailbox* mailbox_ = nullptr;
   std::uint64_t wait_timeout_ns_ = 0;
   bool debug_checks_ = false;
 };

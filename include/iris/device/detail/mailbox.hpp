@@ -49,16 +49,21 @@ enum class Awaited : std::uint32_t {
 /// How `expected` and `observed` are to be read.
 enum class ValueKind : std::uint32_t { kUnsigned = 0, kSigned = 1 };
 
+}  // namespace iris::device::detail
+
+namespace iris::device {
+
+/// Declared in iris/device/context.hpp; its layout is internal.
 struct ErrorMailbox {
-  MailboxState state;
-  ErrorKind kind;
+  detail::MailboxState state;
+  detail::ErrorKind kind;
   char operation[32];        ///< NUL-terminated name of the device function that failed
   std::int32_t rank;         ///< the rank that failed
   std::int32_t target_rank;  ///< the rank whose memory the operation addressed
   std::int32_t world_size;
   cmp comparison;  ///< wait condition (timeouts)
-  ValueKind value_kind;
-  Awaited awaited;            ///< what a timed-out wait waited for
+  detail::ValueKind value_kind;
+  detail::Awaited awaited;    ///< what a timed-out wait waited for
   std::int32_t awaited_rank;  ///< the rank a barrier waited for (Awaited::kRank, kChannelRank)
   std::int32_t channel;       ///< the barrier object's channel (Awaited::kChannelRank)
   std::int64_t heap_offset;   ///< byte offset of the address from the start of its heap
@@ -73,4 +78,4 @@ struct ErrorMailbox {
   std::uint32_t thread[3];    ///< threadIdx of the reporting thread
 };
 
-}  // namespace iris::device::detail
+}  // namespace iris::device
