@@ -10,11 +10,11 @@
 
 namespace {
 
-using iris::device::detail::Awaited;
-using iris::device::detail::ErrorKind;
-using iris::device::ErrorMailbox;
 using iris::detail::mailbox_is_timeout;
 using iris::detail::mailbox_report;
+using iris::device::ErrorMailbox;
+using iris::device::detail::Awaited;
+using iris::device::detail::ErrorKind;
 using iris::device::detail::MailboxState;
 using iris::device::detail::ValueKind;
 

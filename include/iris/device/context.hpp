@@ -55,8 +55,7 @@ class Context {
   /// world_size heap bases (the cudaIpc fallback).
   IRIS_HOST_DEVICE Context(int rank, int world_size, std::byte* heap_base, std::size_t heap_size,
                            std::ptrdiff_t stride, std::byte* const* peer_bases,
-                           ErrorMailbox* mailbox, std::uint64_t wait_timeout_ns,
-                           bool debug_checks)
+                           ErrorMailbox* mailbox, std::uint64_t wait_timeout_ns, bool debug_checks)
       : rank_(rank),
         world_size_(world_size),
         heap_base_(heap_base),
