@@ -1,6 +1,7 @@
 // Cross-rank barrier latency at the job's world size: the block-level and grid-level device
-// barriers inside one kernel, and the host's ctx.device_barrier(stream) both as plain launches
-// and replayed from a CUDA graph.
+// barriers inside one kernel, a barrier object's channel (whole sync, and split into arrive +
+// wait), and the host's ctx.device_barrier(stream) both as plain launches and replayed from a
+// CUDA graph.
 //
 //   iris-run -n 8 ./bench_barrier_latency [--barriers 10000] [--launches 5] [--json out.json]
 //
@@ -21,6 +22,30 @@ namespace {
 constexpr int kBarriersPerBatch = 100;
 constexpr int kThreadsPerBlock = 128;
 
+// ---- the barriers measured ----------------------------------------------------------------
+
+/// barrier(G{}, ctx): the world barriers of a block or the grid.
+template <class G>
+struct World {
+  __device__ void operator()(const iris::device::Context& ctx) const {
+    iris::device::barrier(G{}, ctx);
+  }
+};
+
+/// A barrier object's channel 0, by the block: sync, or arrive then wait (split phases).
+template <bool kSplit>
+struct Object {
+  iris::device::Barriers bars;
+  __device__ void operator()(const iris::device::Context& ctx) const {
+    if constexpr (kSplit) {
+      const auto token = iris::device::arrive(iris::block{}, ctx, bars, 0);
+      iris::device::wait(iris::block{}, ctx, bars, token);
+    } else {
+      iris::device::sync(iris::block{}, ctx, bars, 0);
+    }
+  }
+};
+
 // ---- correctness first: a barrier must order writes before it with reads after it ----------
 
 /// Every rank writes `round` into its own slot on every rank.
@@ -40,16 +65,16 @@ __device__ unsigned count_stale(const iris::device::Context& ctx, const std::uin
 /// `rounds` rounds of: block 0 publishes, barrier, the grid's last block counts stale slots (so
 /// a grid barrier must order across blocks too), barrier (no one publishes the next round while
 /// another still reads this one).
-template <class G>
-__global__ void check_in_kernel(const __grid_constant__ iris::device::Context ctx,
+template <class Meet>
+__global__ void check_in_kernel(const __grid_constant__ iris::device::Context ctx, Meet meet,
                                 std::uint64_t* slots, std::uint64_t first_round, int rounds,
                                 unsigned* stale) {
   const bool lead = threadIdx.x == 0;
   for (std::uint64_t round = first_round; round < first_round + rounds; ++round) {
     if (lead && blockIdx.x == 0) publish_round(ctx, slots, round);
-    iris::device::barrier(G{}, ctx);
+    meet(ctx);
     if (lead && blockIdx.x == gridDim.x - 1) *stale += count_stale(ctx, slots, round);
-    iris::device::barrier(G{}, ctx);
+    meet(ctx);
   }
 }
 
@@ -65,16 +90,16 @@ __global__ void check(const __grid_constant__ iris::device::Context ctx, const s
 
 // ---- timing -----------------------------------------------------------------------------------
 
-/// `barriers` back-to-back barriers of group G; thread 0 of block 0 times each batch.
-template <class G>
+/// `barriers` back-to-back barriers `meet`; thread 0 of block 0 times each batch.
+template <class Meet>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    barrier_loop(const __grid_constant__ iris::device::Context ctx, int barriers,
+    barrier_loop(const __grid_constant__ iris::device::Context ctx, Meet meet, int barriers,
                  std::uint64_t* batch_ns) {
   const bool timer = blockIdx.x == 0 && threadIdx.x == 0;
   std::uint64_t start = 0;
   for (int i = 0; i < barriers; ++i) {
     if (i % kBarriersPerBatch == 0) start = iris::bench::device_clock_ns();
-    iris::device::barrier(G{}, ctx);
+    meet(ctx);
     if (timer && (i + 1) % kBarriersPerBatch == 0)
       batch_ns[i / kBarriersPerBatch] = iris::bench::device_clock_ns() - start;
   }
@@ -82,15 +107,16 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 /// Per-barrier microseconds of `launches` launches (after one warm-up launch) of barrier_loop
 /// with `blocks` blocks, over this rank's batches.
-template <class G>
-iris::bench::Stats in_kernel(iris::Context& ctx, int blocks, int barriers, int launches) {
+template <class Meet>
+iris::bench::Stats in_kernel(iris::Context& ctx, Meet meet, int blocks, int barriers,
+                             int launches) {
   const int batches = barriers / kBarriersPerBatch;
   std::uint64_t* batch_ns = nullptr;
   IRIS_CUDA_CHECK(cudaMalloc(&batch_ns, sizeof(std::uint64_t) * batches));
   std::vector<double> us;
   for (int launch = 0; launch <= launches; ++launch) {
     ctx.barrier();
-    barrier_loop<G><<<blocks, kThreadsPerBlock>>>(ctx.device(), barriers, batch_ns);
+    barrier_loop<<<blocks, kThreadsPerBlock>>>(ctx.device(), meet, barriers, batch_ns);
     IRIS_CUDA_CHECK(cudaGetLastError());
     ctx.barrier();
     if (launch == 0) continue;
@@ -158,12 +184,17 @@ int main(int argc, char** argv) {
     constexpr int kCheckRounds = 100;
     auto slots = ctx.zeros<std::uint64_t>(ctx.world_size());
     auto stale = ctx.zeros<unsigned>(1);
-    check_in_kernel<iris::block>
-        <<<1, kThreadsPerBlock>>>(ctx.device(), slots.data(), 1, kCheckRounds, stale.data());
-    check_in_kernel<iris::grid><<<grid_blocks, kThreadsPerBlock>>>(
-        ctx.device(), slots.data(), 1 + kCheckRounds, kCheckRounds, stale.data());
+    const iris::Barriers bars = ctx.make_barriers(1);
+    check_in_kernel<<<1, kThreadsPerBlock>>>(ctx.device(), World<iris::block>{}, slots.data(), 1,
+                                             kCheckRounds, stale.data());
+    check_in_kernel<<<grid_blocks, kThreadsPerBlock>>>(ctx.device(), World<iris::grid>{},
+                                                       slots.data(), 1 + kCheckRounds, kCheckRounds,
+                                                       stale.data());
+    check_in_kernel<<<1, kThreadsPerBlock>>>(ctx.device(), Object<true>{bars.device()},
+                                             slots.data(), 1 + 2 * kCheckRounds, kCheckRounds,
+                                             stale.data());
     IRIS_CUDA_CHECK(cudaGetLastError());
-    for (std::uint64_t round = 1 + 2 * kCheckRounds; round <= 3 * kCheckRounds; ++round) {
+    for (std::uint64_t round = 1 + 3 * kCheckRounds; round <= 4 * kCheckRounds; ++round) {
       publish<<<1, 1>>>(ctx.device(), slots.data(), round);
       ctx.device_barrier();
       check<<<1, 1>>>(ctx.device(), slots.data(), round, stale.data());
@@ -186,9 +217,13 @@ int main(int argc, char** argv) {
     };
     // The same order on every rank: each case is collective.
     const std::vector<Case> cases = {
-        {"barrier(block), 1 block", in_kernel<iris::block>(ctx, 1, barriers, launches)},
+        {"barrier(block), 1 block", in_kernel(ctx, World<iris::block>{}, 1, barriers, launches)},
         {"barrier(grid), " + std::to_string(grid_blocks) + " blocks",
-         in_kernel<iris::grid>(ctx, grid_blocks, barriers, launches)},
+         in_kernel(ctx, World<iris::grid>{}, grid_blocks, barriers, launches)},
+        {"barrier object: sync, 1 block",
+         in_kernel(ctx, Object<false>{bars.device()}, 1, barriers, launches)},
+        {"barrier object: arrive + wait, 1 block",
+         in_kernel(ctx, Object<true>{bars.device()}, 1, barriers, launches)},
         {"ctx.device_barrier, launches",
          host_launched(ctx, false, kBarriersPerBatch, 2 * launches + 1)},
         {"ctx.device_barrier, CUDA graph",
@@ -211,7 +246,7 @@ int main(int argc, char** argv) {
       const std::string note =
           "us per barrier: slowest rank's median; min/max over all ranks' samples. Checked "
           "first: " +
-          std::to_string(3 * kCheckRounds) + " rounds of write-barrier-read, no stale value. " +
+          std::to_string(4 * kCheckRounds) + " rounds of write-barrier-read, no stale value. " +
           std::to_string(ranks_on_my_gpu) + " rank(s) on rank 0's GPU" +
           (ranks_on_my_gpu > 1 ? " (they share it under MPS; without MPS they time-slice)." : ".");
       iris::bench::report(

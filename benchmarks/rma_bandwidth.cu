@@ -68,13 +68,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const G group{};
   const GroupSlot slot = group_slot<G>();
   const std::size_t tile =
-      std::is_same_v<G, iris::grid> ? count : std::size_t{G::size()} * kElementsPerMember;
+      std::is_same_v<G, iris::grid> ? count : std::size_t{G::num_threads()} * kElementsPerMember;
   for (std::size_t start = slot.index * tile; start < count; start += slot.count * tile) {
     const std::size_t n = std::min(tile, count - start);
     if constexpr (kOp == Op::kPut) iris::device::put(group, ctx, dst + start, src + start, n, peer);
     if constexpr (kOp == Op::kGet) iris::device::get(group, ctx, dst + start, src + start, n, peer);
     if constexpr (kOp == Op::kCopy)
-      iris::device::copy(group, ctx, dst + start, peer, src + start, ctx.rank(), n);
+      iris::device::copy(group, ctx, dst + start, src + start, n, peer, ctx.rank());
   }
 }
 
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
                            const float* src, std::size_t count, int from, int to) {
   const G group{};
   const GroupSlot slot = group_slot<G>();
-  const std::size_t tile = std::size_t{G::size()} * kFloatsPerVector;
+  const std::size_t tile = std::size_t{G::num_threads()} * kFloatsPerVector;
   constexpr int kTilesInFlight = kVectorsPerThread;
   for (std::size_t first = slot.index; first * tile < count; first += kTilesInFlight * slot.count) {
     cuda::std::array<float, kFloatsPerVector> values[kTilesInFlight];

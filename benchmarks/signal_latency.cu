@@ -82,7 +82,8 @@ struct IrisPutWithSignal {
   __device__ void send(const iris::device::Context& ctx, Flag round, int peer) const {
     const auto r = static_cast<unsigned>(round);
     *outbox = uint4{r, ~r, r + 1, ~(r + 1)};
-    iris::device::put(iris::thread{}, ctx, inbox, outbox, 1, peer, iris::signal_add{flag, Flag{1}});
+    iris::device::put(iris::thread{}, ctx, inbox, outbox, 1, peer,
+                      iris::device::signal_add(flag, Flag{1}));
   }
   __device__ void wait(const iris::device::Context& ctx, Flag round) const {
     IrisSignalSet{flag}.wait(ctx, round);

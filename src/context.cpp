@@ -9,6 +9,8 @@
 #include "detail/fill.hpp"
 #include "detail/format.hpp"
 #include "detail/log.hpp"
+#include "detail/mailbox_format.hpp"
+#include "iris/device/detail/barrier_state.hpp"
 #include "iris/device/detail/config.hpp"
 #include "iris/host/env.hpp"
 #include "iris/host/error.hpp"
@@ -139,8 +141,8 @@ void ContextState::make_current() const { IRIS_CUDA_CHECK(cudaSetDevice(cuda_dev
 
 void ContextState::throw_if_device_reported() const {
   if (mailbox == nullptr) return;
-  if (auto report = device::detail::mailbox_report(*mailbox)) {
-    throw Error(device::detail::mailbox_is_timeout(*mailbox) ? Errc::kDeviceTimeout
+  if (auto report = mailbox_report(*mailbox)) {
+    throw Error(mailbox_is_timeout(*mailbox) ? Errc::kDeviceTimeout
                                                              : Errc::kInvalidArgument,
                 *report);
   }
@@ -289,6 +291,31 @@ device::Context Context::device() const {
 }
 
 void Context::barrier() { state_->barrier(); }
+
+Barriers Context::make_barriers(const iris::team& team, int count, std::source_location where) {
+  const auto describe = [&] {
+    return "make_barriers: team {start " + std::to_string(team.start) + ", size " +
+           std::to_string(team.size) + ", stride " + std::to_string(team.stride) + "}";
+  };
+  if (!team.fits(world_size())) {
+    throw Error(Errc::kInvalidArgument,
+                describe() + " does not fit in the world of " + std::to_string(world_size()) +
+                    " ranks (size and stride at least 1, every member a rank)",
+                0, where);
+  }
+  if (count < 1) {
+    throw Error(Errc::kInvalidArgument,
+                describe() + ": " + std::to_string(count) + " channels; at least 1", 0, where);
+  }
+  // Per channel: a line for the local epoch, then the arrival slots in whole 128-byte lines, so
+  // channels never share a line.
+  constexpr int kPerLine = device::detail::kSlotsPerLine;
+  const int per_channel =
+      device::detail::kEpochSlots + (team.size + kPerLine - 1) / kPerLine * kPerLine;
+  auto slots = zeros<std::uint64_t>(static_cast<std::size_t>(per_channel) * count, where);
+  const device::Barriers handle(slots.data(), team, count, per_channel, rank());
+  return Barriers(std::move(slots), handle);
+}
 
 void Context::check_device_errors() const { state_->throw_if_device_reported(); }
 

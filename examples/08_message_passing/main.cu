@@ -2,8 +2,8 @@
 // with flags both ways and no host in the loop.
 //
 // Teaches:
-//   - put(..., iris::signal_add{flag, 1}): data and "it is there" in one call. The block syncs,
-//     then its leader raises the flag on the destination with release at system scope, so a
+//   - put(..., iris::device::signal_add(flag, 1)): data and "it is there" in one call. The
+//     block syncs, then its leader raises the flag on the destination with release at system scope, so a
 //     consumer that sees the flag (wait_until, acquire) sees the data.
 //   - wait_until(iris::block{}, ctx, flag, iris::cmp::ge, n): the block waits for the n-th
 //     signal. Flags only count up, so nothing is ever reset: a run that follows another goes on
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kThreads)
                              use_of(first_use, m));
     iris::device::put(iris::block{}, ctx, channels.inbox + slot * kTile,
                       source + (c * kMessages + m) * kTile, kTile, consumer,
-                      iris::signal_add{channels.ready + slot, Flag{1}});
+                      iris::device::signal_add(channels.ready + slot, Flag{1}));
   }
 }
 

@@ -4,20 +4,23 @@
 //   __global__ void exchange(const __grid_constant__ iris::device::Context ctx, float* buf,
 //                            const float* mine, std::size_t n, std::uint64_t* flag, int round) {
 //     const int peer = (ctx.rank() + 1) % ctx.world_size();
-//     iris::device::put(iris::block{}, ctx, buf, mine, n, peer, iris::signal_add{flag, 1});
+//     iris::device::put(iris::block{}, ctx, buf, mine, n, peer, iris::device::signal_add(flag, 1));
 //     iris::device::wait_until(iris::block{}, ctx, flag, iris::cmp::ge, round);
 //     // buf now holds the left neighbour's data
 //   }
 //
 //   iris/device/context.hpp   the device handle: rank, world size, pointer translation
-//   iris/device/coop.hpp      who cooperates: iris::thread, warp, warps<N>, block, grid
+//   iris/device/coop.hpp      who cooperates: iris::thread, warp, warps<N>, warp_span, block,
+//                             grid, Cooperative Groups objects
 //   iris/device/team.hpp      iris::team: a subset of the world's ranks (start, size, stride)
 //   iris/device/order.hpp     memory orders and scopes: iris::relaxed .. acq_rel, cta, gpu, sys
 //   iris/device/tile.hpp      tile_view and translate: reach a peer's tile in one step
 //   iris/device/rma.hpp       load, store, get, put, copy (1-D ranges and 2-D tiles)
 //   iris/device/atomic.hpp    atomics on any rank
-//   iris/device/signal.hpp    signal_set/add, wait_until (bounded), fence, quiet
-//   iris/device/barrier.hpp   barriers across ranks (block and whole grid)
+//   iris/device/signal.hpp    signal_set/add, group signals, wait_until (bounded), fence, quiet;
+//                             the rule for publishing plain stores
+//   iris/device/barrier.hpp   barrier objects (teams, channels, arrive/wait/sync) and the
+//                             world barriers of a block or the whole grid
 //   iris/device/debug.hpp     debug checks of every translated access
 #pragma once
 

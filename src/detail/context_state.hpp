@@ -37,8 +37,8 @@ class ContextState {
   std::unique_ptr<SymmetricHeap> heap;
   std::unique_ptr<HeapAllocator> allocator;
   std::unique_ptr<AllocationCheck> check;  // null unless debug checks are on
-  device::detail::ErrorMailbox* mailbox = nullptr;         // host-pinned, mapped
-  device::detail::ErrorMailbox* mailbox_device = nullptr;  // the same, as the device sees it
+  device::ErrorMailbox* mailbox = nullptr;         // host-pinned, mapped
+  device::ErrorMailbox* mailbox_device = nullptr;  // the same, as the device sees it
   std::uint64_t wait_timeout_ns = 0;
   bool debug_checks = false;
 };

@@ -77,11 +77,52 @@ TEST(Context, FullZerosOnesAndTwoDimensionalShapes) {
   }
 }
 
+TEST(Context, LikeAllocationsTakeTheShapeAndFillOfTheirKind) {
+  iris::Context& ctx = shared_context();
+  const iris::Shape shape(5, 7, 9);
+  auto model = ctx.full<std::int32_t>(shape, 3);
+  auto empty = ctx.empty_like(model);
+  auto zeros = ctx.zeros_like(model);
+  auto ones = ctx.ones_like(model);
+  auto full = ctx.full_like(model, std::int32_t{-4});
+  for (const auto* b : {&empty, &zeros, &ones, &full}) {
+    EXPECT_EQ(b->shape(), model.shape());
+    EXPECT_NE(b->data(), model.data());
+    EXPECT_NE(b->offset(), model.offset());
+  }
+  EXPECT_EQ(zeros.to_host(), std::vector<std::int32_t>(shape.rows * shape.cols, 0));
+  EXPECT_EQ(ones.to_host(), std::vector<std::int32_t>(shape.rows * shape.cols, 1));
+  EXPECT_EQ(full.to_host(), std::vector<std::int32_t>(shape.rows * shape.cols, -4));
+  // The model is untouched by its likes.
+  EXPECT_EQ(model.to_host(), std::vector<std::int32_t>(shape.rows * shape.cols, 3));
+  auto halves = ctx.ones_like(ctx.zeros<__half>(3));
+  for (__half v : halves.to_host()) EXPECT_EQ(__half2float(v), 1.0f);
+}
+
+TEST(Context, BarrierObjectsDescribeTheirTeamAndRefuseBadOnes) {
+  iris::Context& ctx = shared_context();
+  const iris::Barriers bars = ctx.make_barriers(3);
+  EXPECT_EQ(bars.count(), 3);
+  EXPECT_EQ(bars.team(), iris::team::world(1));
+  const iris::device::Barriers handle = bars.device();
+  EXPECT_EQ(handle.member(), 0);
+  EXPECT_EQ(handle.channels(), 3);
+  EXPECT_TRUE(ctx.contains(handle.slots(2)));
+  // A channel is its epoch's line and whole lines of arrival slots: channels share no line.
+  EXPECT_EQ(
+      reinterpret_cast<std::byte*>(handle.slots(1)) - reinterpret_cast<std::byte*>(handle.slots(0)),
+      256);
+  EXPECT_THROW(ctx.make_barriers(0), iris::Error);
+  EXPECT_THROW(ctx.make_barriers({.start = 0, .size = 2, .stride = 1}, 1), iris::Error);
+  EXPECT_THROW(ctx.make_barriers({.start = 0, .size = 1, .stride = 0}, 1), iris::Error);
+}
+
 TEST(Context, ArangeCountsInRowMajorOrder) {
   iris::Context& ctx = shared_context();
   auto ints = ctx.arange<std::int32_t>(iris::Shape(3, 5, 8), 10, 3);
   const auto values = ints.to_host();
-  for (std::size_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], 10 + 3 * static_cast<int>(i));
+  for (std::size_t i = 0; i < values.size(); ++i)
+    ASSERT_EQ(values[i], 10 + 3 * static_cast<int>(i));
   auto halves = ctx.arange<__half>(100, __float2half(0.0f), __float2half(0.5f));
   const auto h = halves.to_host();
   for (std::size_t i = 0; i < h.size(); ++i) ASSERT_EQ(__half2float(h[i]), 0.5f * i);

@@ -1,6 +1,7 @@
 // The device API on one rank: the compile-time rules for tags and groups, exact results of
 // fetching atomics, waits that hold at once, barriers at world size 1. The reports of device
 // failures are in device_reports_test.cu.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
@@ -34,8 +35,20 @@ static_assert(iris::synchronizable_group<iris::thread> && iris::synchronizable_g
               iris::synchronizable_group<iris::block>);
 static_assert(iris::cooperative_group<iris::grid> && !iris::synchronizable_group<iris::grid>);
 static_assert(!iris::cooperative_group<iris::device::Context>);
-static_assert(iris::warps<4>::size() == 128 && iris::warp::size() == 32 &&
-              iris::thread::size() == 1);
+static_assert(iris::warps<4>::num_threads() == 128 && iris::warp::num_threads() == 32 &&
+              iris::thread::num_threads() == 1);
+static_assert(iris::synchronizable_group<iris::warp_span>);
+static_assert(iris::warp_span{.first = 2, .count = 4, .barrier_id = 9}.num_threads() == 128);
+static_assert(iris::synchronizable_group<cooperative_groups::thread_block> &&
+              iris::synchronizable_group<cooperative_groups::thread_block_tile<32>>);
+static_assert(iris::kWarpsFirstBarrier == 8 && iris::kWarpsMaxGroups == 8,
+              "warps<N> keeps clear of CUTLASS's named barriers 1-7");
+static_assert(std::is_trivially_copyable_v<iris::device::Barriers>);
+// One name per operation: the describing forms of signal_set/add are what put's last argument
+// takes, and they live next to the raising forms.
+static_assert(
+    std::is_same_v<decltype(iris::device::signal_add(static_cast<std::uint64_t*>(nullptr), 1)),
+                   iris::signal_action<std::uint64_t, iris::signal_op::add>>);
 
 iris::Context& context() {
   static iris::Context ctx = [] {
@@ -123,34 +136,71 @@ __global__ void waits_that_hold(const __grid_constant__ iris::device::Context ct
   seen[3] = d::wait_until(ctx, flag, iris::cmp::le, -7);
   seen[4] = d::wait_until(ctx, flag, iris::cmp::gt, -8);
   seen[5] = d::wait_until(ctx, flag, iris::cmp::ge, -100);
-  d::wait_until(iris::block{}, ctx, flag, iris::cmp::ge, -7);
-  d::wait_until(iris::warps<2>{}, ctx, flag, iris::cmp::ge, -7);
+  // Group forms return what they saw, in every member.
+  const std::int32_t by_block = d::wait_until(iris::block{}, ctx, flag, iris::cmp::ge, -7);
+  const std::int32_t by_warps = d::wait_until(iris::warps<2>{}, ctx, flag, iris::cmp::ge, -7);
+  const std::int32_t by_tile = d::wait_until(
+      cooperative_groups::tiled_partition<32>(cooperative_groups::this_thread_block()), ctx, flag,
+      iris::cmp::eq, -7);
+  if (by_block != -7 || by_warps != -7 || by_tile != -7) atomicAdd(seen + 6, 1);
 }
 
 TEST(DeviceApi, WaitsThatHoldReturnAtOnce) {
   iris::Context& ctx = context();
   auto flag = ctx.full<std::int32_t>(1, -7);
-  auto seen = ctx.zeros<std::int32_t>(6);
+  auto seen = ctx.zeros<std::int32_t>(7);
   waits_that_hold<<<1, 128>>>(ctx.device(), flag.data(), seen.data());
   ctx.barrier();
-  EXPECT_EQ(seen.to_host(), std::vector<std::int32_t>(6, -7));
+  auto values = seen.to_host();
+  EXPECT_EQ(values[6], 0) << "members whose group wait returned another value";
+  values.pop_back();
+  EXPECT_EQ(values, std::vector<std::int32_t>(6, -7));
 }
 
-__global__ void barriers_alone(const __grid_constant__ iris::device::Context ctx, int* counter) {
-  for (int round = 0; round < 50; ++round) {
-    iris::device::barrier(iris::block{}, ctx);
-    if (threadIdx.x == 0) atomicAdd(counter, 1);
+// Barriers at world size 1 still order the participants of this rank: block b of the grid (or
+// thread t of the block) writes its slot late, after a delay that grows with b (or t), and after
+// the barrier every participant checks every slot. A barrier that did nothing would let the
+// early ones read stale slots.
+__device__ void late_write(int* slot, int value, unsigned lateness) {
+  __nanosleep(200 * lateness);
+  *slot = value;
+}
+
+__global__ void barriers_alone(const __grid_constant__ iris::device::Context ctx,
+                               iris::device::Barriers bars, int* block_slots, int* thread_slots,
+                               unsigned* errors) {
+  for (int round = 1; round <= 50; ++round) {
+    // Within the block: barrier(block) and a barrier object's channel (one per block).
+    late_write(thread_slots + blockIdx.x * blockDim.x + threadIdx.x, round, threadIdx.x);
+    if (round % 2 == 0) {
+      iris::device::barrier(iris::block{}, ctx);
+    } else {
+      const auto token = iris::device::arrive(iris::block{}, ctx, bars, blockIdx.x);
+      iris::device::wait(iris::block{}, ctx, bars, token);
+    }
+    for (unsigned t = 0; t < blockDim.x; ++t)
+      if (thread_slots[blockIdx.x * blockDim.x + t] != round) atomicAdd(errors, 1u);
+    iris::device::barrier(iris::block{}, ctx);  // all have checked before the next round's writes
+    // Across the grid.
+    if (threadIdx.x == 0) late_write(block_slots + blockIdx.x, round, 16 * blockIdx.x);
+    iris::device::barrier(iris::grid{}, ctx);
+    if (threadIdx.x < gridDim.x && block_slots[threadIdx.x] != round) atomicAdd(errors, 1u);
     iris::device::barrier(iris::grid{}, ctx);
   }
 }
 
-TEST(DeviceApi, BarriersOfASingleRank) {
+TEST(DeviceApi, BarriersOfASingleRankOrderItsBlocksAndThreads) {
   iris::Context& ctx = context();
-  auto counter = ctx.zeros<int>(1);
-  barriers_alone<<<8, 64>>>(ctx.device(), counter.data());
+  constexpr unsigned kBlocks = 8, kThreads = 64;
+  auto bars = ctx.make_barriers(kBlocks);
+  auto block_slots = ctx.zeros<int>(kBlocks);
+  auto thread_slots = ctx.zeros<int>(kBlocks * kThreads);
+  auto errors = ctx.zeros<unsigned>(1);
+  barriers_alone<<<kBlocks, kThreads>>>(ctx.device(), bars.device(), block_slots.data(),
+                                        thread_slots.data(), errors.data());
   ctx.device_barrier();
   ctx.barrier();
-  EXPECT_EQ(counter.to_host()[0], 8 * 50);
+  EXPECT_EQ(errors.to_host()[0], 0u);
 }
 
 }  // namespace

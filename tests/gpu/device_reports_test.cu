@@ -27,13 +27,18 @@ enum class Failure {
   kOutsideHeap,
   kShapeMismatch,
   kTooManyBlocks,
-  kGridNotResident
+  kGridNotResident,
+  kTranslateOutsideHeap,  // ctx.translate, as README-style code calls it, is checked too
+  kBadChannel,
+  kNotInTeam,
+  kBadMember,
 };
 
 constexpr const char* kFailureVariable = "IRIS_TEST_FAILURE";
 
 __global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure failure,
-                     std::uint32_t* flag, float* heap_floats, float* outside) {
+                     std::uint32_t* flag, float* heap_floats, float* outside,
+                     iris::device::Barriers bars, iris::device::Barriers others) {
   namespace d = iris::device;
   switch (failure) {
     case Failure::kTimeout:
@@ -54,6 +59,18 @@ __global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure 
       break;
     case Failure::kGridNotResident:
       d::barrier(iris::grid{}, ctx);
+      break;
+    case Failure::kTranslateOutsideHeap:
+      ctx.translate(heap_floats, 0, std::size_t{1} << 30)[0] = 1.0f;
+      break;
+    case Failure::kBadChannel:
+      d::sync(iris::warp{}, ctx, bars, 2);
+      break;
+    case Failure::kNotInTeam:
+      d::sync(iris::warp{}, ctx, others, 0);
+      break;
+    case Failure::kBadMember:
+      ctx.translate(heap_floats, iris::team{.start = 0, .size = 1, .stride = 1}, 1)[0] = 1.0f;
       break;
   }
 }
@@ -77,7 +94,11 @@ __global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure 
   const unsigned blocks = failure == Failure::kTooManyBlocks     ? 513
                           : failure == Failure::kGridNotResident ? 33u * sms
                                                                  : 1;
-  fail<<<blocks, 32>>>(ctx->device(), failure, flag, floats, outside);
+  const iris::Barriers bars = ctx->make_barriers(2);
+  // A handle as a rank outside the team would hold it (rank 0 of a team that starts at 1).
+  const iris::device::Barriers others(bars.device().slots(0), iris::team{1, 1, 1}, 2, 32,
+                                      ctx->rank());
+  fail<<<blocks, 32>>>(ctx->device(), failure, flag, floats, outside, bars.device(), others);
   cudaDeviceSynchronize();
   try {
     ctx->check_device_errors();
@@ -163,6 +184,30 @@ TEST(DeviceReports, GridBarrierOverMoreBlocksThanFitSaysSo) {
                   "timeout\\|rank 0: barrier\\(grid\\) timed out after [0-9.]+ ms waiting for "
                   "(the grid's other [0-9]+ blocks, of which [0-9]+ arrived|block 0 to release the "
                   "grid).*; a grid barrier needs every block of the grid resident at once"));
+}
+
+TEST(DeviceReports, TranslateIsCheckedToo) {
+  EXPECT_THAT(run_child(Failure::kTranslateOutsideHeap),
+              testing::ContainsRegex("misuse\\|rank 0: translate: 4294967296 bytes at heap offset "
+                                     "0x[0-9a-f]+ on rank 0 are not inside the heap"));
+}
+
+TEST(DeviceReports, BarrierChannelPastTheObjectsChannels) {
+  EXPECT_THAT(run_child(Failure::kBadChannel),
+              testing::ContainsRegex("misuse\\|rank 0: barrier sync: channel 2 is not below the 2 "
+                                     "channels the barrier object has"));
+}
+
+TEST(DeviceReports, BarrierObjectUsedOutsideItsTeam) {
+  EXPECT_THAT(run_child(Failure::kNotInTeam),
+              testing::ContainsRegex("misuse\\|rank 0: barrier sync: rank 0 is not a member of the "
+                                     "barrier's team \\(1 members, start 1, stride 1\\)"));
+}
+
+TEST(DeviceReports, TeamMemberPastTheTeam) {
+  EXPECT_THAT(run_child(Failure::kBadMember),
+              testing::ContainsRegex("misuse\\|rank 0: translate: member 1 is not in the team of 1 "
+                                     "members \\(start 0, stride 1\\) in the world of 1 ranks"));
 }
 
 }  // namespace

@@ -54,21 +54,21 @@ __global__ void move_kernel(const __grid_constant__ iris::device::Context ctx, T
   const int right = (rank + 1) % world, far_right = (rank + 2) % world;
   T* d = dst + c.region + c.dst_offset;
   T* s = src + c.region + c.src_offset;
-  const G group{};
+  const auto group = iris_test::make_group<G>();
   if (c.tile) {
     const iris::device::tile_view<T> dt(d, c.rows, c.cols, c.dst_stride);
     const iris::device::tile_view<const T> st(s, c.rows, c.cols, c.src_stride);
     if constexpr (kOp == Op::kPut) iris::device::put(group, ctx, dt, st, right);
     if constexpr (kOp == Op::kGet) iris::device::get(group, ctx, dt, st, right);
-    if constexpr (kOp == Op::kCopy) iris::device::copy(group, ctx, dt, far_right, st, right);
+    if constexpr (kOp == Op::kCopy) iris::device::copy(group, ctx, dt, st, far_right, right);
     return;
   }
   const std::size_t n = c.cols;
   if constexpr (kOp == Op::kPut) iris::device::put(group, ctx, d, s, n, right);
   if constexpr (kOp == Op::kGet) iris::device::get(group, ctx, d, s, n, right);
-  if constexpr (kOp == Op::kCopy) iris::device::copy(group, ctx, d, far_right, s, right, n);
+  if constexpr (kOp == Op::kCopy) iris::device::copy(group, ctx, d, s, n, far_right, right);
   if constexpr (kOp == Op::kRegisters) {
-    for (std::size_t base = 0; base < n; base += group.size() * kPerMember) {
+    for (std::size_t base = 0; base < n; base += group.num_threads() * kPerMember) {
       const auto values = iris::device::load<kPerMember>(group, ctx, s + base, n - base, right);
       iris::device::store(group, ctx, d + base, values, n - base, right);
     }
@@ -224,7 +224,7 @@ __global__ void single_values(const __grid_constant__ iris::device::Context ctx,
     loaded[peer] = iris::device::load(ctx, slots + peer, peer);
   // (ROWS,COLS) tile, stored to the right neighbour through one translation
   const iris::device::tile_view<float> tile(tile_buffer, 8, cols, cols);
-  const auto remote = iris::device::translate(ctx, tile, (rank + 1) % world);
+  const auto remote = iris::device::translate(ctx, tile, (rank + 1) % world);  // checked
   for (std::size_t i = threadIdx.x; i < 8 * cols; i += blockDim.x)
     remote(i / cols, i % cols) = float(rank * 10000 + i);
 }
@@ -251,6 +251,48 @@ TEST(Rma, SingleValuesAndTranslatedTiles) {
   for (std::size_t i = 0; i < tile_values.size(); ++i)
     ASSERT_EQ(tile_values[i], float(left * 10000 + i)) << "tile element " << i;
   ctx.barrier();
+}
+
+// The whole grid as one group: 8 blocks share one long range, odd length, at an odd offset.
+template <Op kOp>
+__global__ void grid_move(const __grid_constant__ iris::device::Context ctx, int* dst,
+                          const int* src, std::size_t n) {
+  const int rank = ctx.rank(), world = ctx.world_size();
+  const int right = (rank + 1) % world, far_right = (rank + 2) % world;
+  if constexpr (kOp == Op::kPut) iris::device::put(iris::grid{}, ctx, dst + 1, src + 1, n, right);
+  if constexpr (kOp == Op::kGet) iris::device::get(iris::grid{}, ctx, dst + 1, src + 1, n, right);
+  if constexpr (kOp == Op::kCopy)
+    iris::device::copy<2>(iris::grid{}, ctx, dst + 1, src + 1, n, far_right, right);
+}
+
+template <Op kOp>
+void run_grid_move() {
+  iris::Context& ctx = context(true);
+  SCOPED_TRACE(std::string(op_name(kOp)) + " by the grid");
+  constexpr std::size_t kCount = (std::size_t{1} << 20) + 7;
+  std::vector<int> values(kCount + 2);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = ctx.rank() * 10000000 + static_cast<int>(i);
+  auto src = ctx.empty<int>(kCount + 2);
+  src.copy_from_host(values);
+  auto dst = ctx.full<int>(kCount + 2, -1);
+  grid_move<kOp><<<8, 256>>>(ctx.device(), dst.data(), src.data(), kCount);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ctx.barrier();
+  const int from = source_rank(kOp, ctx.rank(), ctx.world_size());
+  const auto got = dst.to_host();
+  EXPECT_EQ(got.front(), -1);
+  EXPECT_EQ(got.back(), -1);
+  for (std::size_t i = 1; i <= kCount; ++i)
+    ASSERT_EQ(got[i], from * 10000000 + static_cast<int>(i))
+        << "rank " << ctx.rank() << ", element " << i;
+  ctx.barrier();
+}
+
+TEST(Rma, TheWholeGridMovesOneRange) {
+  run_grid_move<Op::kPut>();
+  run_grid_move<Op::kGet>();
+  run_grid_move<Op::kCopy>();
 }
 
 }  // namespace

@@ -31,25 +31,26 @@ template <class G, Publish kPublish>
 __global__ void ring(const __grid_constant__ iris::device::Context ctx, int* inbox, int* outbox,
                      std::uint64_t* ready, std::uint32_t* ready_epoch, std::uint64_t* acks,
                      unsigned* errors) {
-  const G group{};
+  const auto group = iris_test::make_group<G>();
   const int rank = ctx.rank(), world = ctx.world_size();
   const int right = (rank + 1) % world, left = (rank + world - 1) % world;
   for (int round = 1; round <= kRounds; ++round) {
     iris::device::wait_until(group, ctx, acks, iris::cmp::ge, round - 1);
-    for (std::size_t i = group.rank(); i < kMessage; i += group.size())
+    for (std::size_t i = group.thread_rank(); i < kMessage; i += group.num_threads())
       outbox[i] = message_value(rank, round, i);
     group.sync();
     if constexpr (kPublish == Publish::kSignalAdd) {
-      iris::device::put(group, ctx, inbox, outbox, kMessage, right, iris::signal_add{ready, 1});
+      iris::device::put(group, ctx, inbox, outbox, kMessage, right,
+                        iris::device::signal_add(ready, 1));
     } else if constexpr (kPublish == Publish::kSignalSet) {
       iris::device::put(group, ctx, inbox, outbox, kMessage, right,
-                        iris::signal_set{ready_epoch, round});
+                        iris::device::signal_set(ready_epoch, round));
     } else {
-      for (std::size_t i = group.rank(); i < kMessage; i += group.size())
+      for (std::size_t i = group.thread_rank(); i < kMessage; i += group.num_threads())
         iris::device::store(ctx, inbox + i, outbox[i], right);
       iris::device::quiet();
       group.sync();
-      if (group.rank() == 0)
+      if (group.thread_rank() == 0)
         iris::device::signal_set(ctx, ready_epoch, std::uint32_t(round), right, iris::relaxed);
     }
     if constexpr (kPublish == Publish::kSignalAdd) {
@@ -58,11 +59,11 @@ __global__ void ring(const __grid_constant__ iris::device::Context ctx, int* inb
       iris::device::wait_until(group, ctx, ready_epoch, iris::cmp::eq, round);
     }
     unsigned wrong = 0;
-    for (std::size_t i = group.rank(); i < kMessage; i += group.size())
+    for (std::size_t i = group.thread_rank(); i < kMessage; i += group.num_threads())
       wrong += inbox[i] != message_value(left, round, i);
     if (wrong != 0) atomicAdd(errors, wrong);
     group.sync();  // everyone has read the inbox before the sender may overwrite it
-    if (group.rank() == 0) iris::device::signal_add(ctx, acks, std::uint64_t{1}, left);
+    if (group.thread_rank() == 0) iris::device::signal_add(ctx, acks, std::uint64_t{1}, left);
   }
 }
 
@@ -142,8 +143,8 @@ TEST(Signal, SignedComparisons) {
 __global__ void relay(const __grid_constant__ iris::device::Context ctx, int* buffer,
                       const int* source, std::uint64_t* flag, unsigned* errors, std::size_t n) {
   const int rank = ctx.rank(), world = ctx.world_size();
-  iris::device::copy(iris::block{}, ctx, buffer, (rank + 2) % world, source, (rank + 1) % world, n,
-                     iris::signal_add{flag, 1});
+  iris::device::copy(iris::block{}, ctx, buffer, source, n, (rank + 2) % world, (rank + 1) % world,
+                     iris::device::signal_add(flag, 1));
   iris::device::wait_until(iris::block{}, ctx, flag, iris::cmp::ge, 1);
   const int from = (rank + world - 1) % world;
   unsigned wrong = 0;

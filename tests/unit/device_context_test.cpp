@@ -59,7 +59,7 @@ TEST(DeviceContext, DefaultIsASingleRankWithoutAHeap) {
 
 TEST(DeviceContext, KeepsWhatItWasMadeWith) {
   std::vector<std::byte> window(4 * 1024);
-  auto* mailbox = reinterpret_cast<iris::device::detail::ErrorMailbox*>(window.data());
+  auto* mailbox = reinterpret_cast<iris::device::ErrorMailbox*>(window.data());
   const Context context(2, 4, window.data() + 2048, 512, 1024, nullptr, mailbox, 123456789, true);
   EXPECT_EQ(context.rank(), 2);
   EXPECT_EQ(context.world_size(), 4);

@@ -1,18 +1,20 @@
 // The host side of device error reports: how a filled ErrorMailbox reads as a message.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "detail/mailbox_format.hpp"
 #include "iris/device/detail/mailbox.hpp"
 
 namespace {
 
+using iris::detail::mailbox_is_timeout;
+using iris::detail::mailbox_report;
+using iris::device::ErrorMailbox;
 using iris::device::detail::Awaited;
 using iris::device::detail::ErrorKind;
-using iris::device::detail::ErrorMailbox;
-using iris::device::detail::mailbox_is_timeout;
-using iris::device::detail::mailbox_report;
 using iris::device::detail::MailboxState;
 using iris::device::detail::ValueKind;
 
@@ -92,10 +94,10 @@ TEST(Mailbox, DebugCheckViolations) {
 
 TEST(Mailbox, LimitsOfTheBarrier) {
   ErrorMailbox ranks = complete(ErrorKind::kTooManyRanks, "barrier(block)");
-  ranks.expected = 64;
-  ranks.observed = 80;
+  ranks.expected = 128;
+  ranks.observed = 144;
   EXPECT_EQ(mailbox_report(ranks).value(),
-            "rank 0: barrier(block): the world has 80 ranks, more than the 64 it supports "
+            "rank 0: barrier(block): the world has 144 ranks, more than the 128 it supports "
             "(block 0, thread 0)");
   ErrorMailbox blocks = complete(ErrorKind::kTooManyBlocks, "barrier(block)");
   blocks.expected = 512;
@@ -139,6 +141,47 @@ TEST(Mailbox, BarrierTimeoutsNameWhoDidNotCome) {
             "(it waits for every other block, then for the other ranks); a grid barrier needs "
             "every block of the grid resident at once: launch at most "
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs blocks (block 5, thread 0)");
+}
+
+TEST(Mailbox, BarrierObjectReportsNameTheChannelAndTheTeam) {
+  ErrorMailbox late = complete(ErrorKind::kWaitTimeout, "barrier wait");
+  late.awaited = Awaited::kChannelRank;
+  late.awaited_rank = 5;
+  late.channel = 2;
+  late.expected = 9;
+  late.observed = 8;
+  late.elapsed_ns = 30'000'000'000;
+  late.thread[0] = 1;
+  EXPECT_EQ(mailbox_report(late).value(),
+            "rank 0: barrier wait timed out after 30.0 s on channel 2 waiting for rank 5 to "
+            "arrive at epoch 9 (it has reached epoch 8; does every member of the team arrive on "
+            "this channel as often?) (block 0, thread 1)");
+  EXPECT_TRUE(mailbox_is_timeout(late));
+
+  ErrorMailbox outsider = complete(ErrorKind::kNotInTeam, "barrier sync");
+  outsider.rank = 3;
+  outsider.expected = 4;
+  outsider.observed = (std::uint64_t{4} << 32) | 2;
+  EXPECT_EQ(mailbox_report(outsider).value(),
+            "rank 3: barrier sync: rank 3 is not a member of the barrier's team (4 members, "
+            "start 4, stride 2) (block 0, thread 0)");
+  EXPECT_FALSE(mailbox_is_timeout(outsider));
+
+  ErrorMailbox channel = complete(ErrorKind::kBadChannel, "barrier arrive");
+  channel.expected = 4;
+  channel.observed = 4;
+  EXPECT_EQ(mailbox_report(channel).value(),
+            "rank 0: barrier arrive: channel 4 is not below the 4 channels the barrier object "
+            "has (block 0, thread 0)");
+
+  ErrorMailbox member = complete(ErrorKind::kBadMember, "translate");
+  member.target_rank = 4;
+  member.world_size = 8;
+  member.expected = 4;
+  member.observed = (std::uint64_t{0} << 32) | 2;
+  EXPECT_EQ(mailbox_report(member).value(),
+            "rank 0: translate: member 4 is not in the team of 4 members (start 0, stride 2) in "
+            "the world of 8 ranks (block 0, thread 0)");
 }
 
 TEST(Mailbox, UnfinishedOrUnknownReportsStillSaySomething) {

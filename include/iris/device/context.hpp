@@ -7,7 +7,10 @@
 // Translation is the core trick: a pointer into this rank's heap becomes the same object on rank
 // `to` with one multiply-add, because all ranks' heaps are mapped into one flat address range,
 // rank r's at base + r * stride. Translate once per tile, then ordinary loads and stores (or an
-// existing CuTe/CUTLASS epilogue) act on the peer's memory directly.
+// existing CuTe/CUTLASS epilogue) act on the peer's memory directly. ctx.translate is the one
+// translation of the API: with debug checks on (IRIS_DEBUG_CHECKS=1) it checks, in device code,
+// that the target rank exists and that the translated bytes lie inside the heap, and reports and
+// traps otherwise (iris/device/debug.hpp); with checks off it is the multiply-add alone.
 #pragma once
 
 #include <cstddef>
@@ -15,18 +18,33 @@
 #include <type_traits>
 
 #include "iris/device/detail/config.hpp"
+#include "iris/device/team.hpp"
 
 namespace iris::device {
 
+class Context;
+/// Where a failed wait or debug check leaves its report for the host (pinned host memory the
+/// host Context owns). Opaque here: only Iris reads or writes it.
+struct ErrorMailbox;
+#if defined(__CUDACC__)
+/// Declared here for Context::translate; see iris/device/debug.hpp.
+IRIS_DEVICE_FN inline void check_access(const Context& ctx, const char* operation, const void* ptr,
+                                        std::size_t bytes, int to);
+#endif
+
 namespace detail {
-struct ErrorMailbox;  // where a timed-out device wait leaves its report (host-pinned memory)
+#if defined(__CUDACC__)
+IRIS_DEVICE_FN inline void check_member(const Context& ctx, const char* operation, const team& t,
+                                        int member);
+#endif
 
 /// U with the const and volatile qualifiers of T.
 template <class T, class U>
-using same_cv_t = std::conditional_t<
-    std::is_volatile_v<T>, std::conditional_t<std::is_const_v<T>, const volatile U, volatile U>,
-    std::conditional_t<std::is_const_v<T>, const U, U>>;
-}
+using same_cv_t =
+    std::conditional_t<std::is_volatile_v<T>,
+                       std::conditional_t<std::is_const_v<T>, const volatile U, volatile U>,
+                       std::conditional_t<std::is_const_v<T>, const U, U>>;
+}  // namespace detail
 
 class Context {
  public:
@@ -37,8 +55,7 @@ class Context {
   /// world_size heap bases (the cudaIpc fallback).
   IRIS_HOST_DEVICE Context(int rank, int world_size, std::byte* heap_base, std::size_t heap_size,
                            std::ptrdiff_t stride, std::byte* const* peer_bases,
-                           detail::ErrorMailbox* mailbox, std::uint64_t wait_timeout_ns,
-                           bool debug_checks)
+                           ErrorMailbox* mailbox, std::uint64_t wait_timeout_ns, bool debug_checks)
       : rank_(rank),
         world_size_(world_size),
         heap_base_(heap_base),
@@ -60,7 +77,7 @@ class Context {
   IRIS_HOST_DEVICE bool is_flat() const { return peer_bases_ == nullptr; }
   IRIS_HOST_DEVICE std::uint64_t wait_timeout_ns() const { return wait_timeout_ns_; }
   IRIS_HOST_DEVICE bool debug_checks() const { return debug_checks_; }
-  IRIS_HOST_DEVICE detail::ErrorMailbox* mailbox() const { return mailbox_; }
+  IRIS_HOST_DEVICE ErrorMailbox* mailbox() const { return mailbox_; }
 
   /// True when `ptr` points into this rank's heap.
   IRIS_HOST_DEVICE bool contains(const void* ptr) const {
@@ -81,11 +98,31 @@ class Context {
                      : peer_bases_[to];
   }
 
-  /// The object that `ptr` (a pointer into this rank's heap) names, on rank `to`.
-  /// Precondition: contains(ptr) and 0 <= to < world_size(); debug builds of the device API
-  /// check both (see iris/device/debug.hpp).
+  /// The object that `ptr` (a pointer into this rank's heap) names, on rank `to`; `count`
+  /// elements from `ptr` are what the caller will touch. Precondition: 0 <= to < world_size()
+  /// and the `count` elements lie in the heap; with debug checks on, device code checks both.
+  ///   float* peer_row = ctx.translate(row, peer, cols);
   template <class T>
-  IRIS_HOST_DEVICE T* translate(T* ptr, int to) const {
+  IRIS_HOST_DEVICE T* translate(T* ptr, int to, std::size_t count = 1) const {
+#if defined(__CUDA_ARCH__)
+    if (debug_checks_) check_access(*this, "translate", ptr, count * sizeof(T), to);
+#endif
+    return translate_unchecked(ptr, to);
+  }
+
+  /// The same for member `member` (0 <= member < t.size) of team `t`: rank t.world_rank(member).
+  ///   T* p = ctx.translate(ptr, tp, (tp.index_of(ctx.rank()) + 1) % tp.size);
+  template <class T>
+  IRIS_HOST_DEVICE T* translate(T* ptr, const team& t, int member, std::size_t count = 1) const {
+#if defined(__CUDA_ARCH__)
+    if (debug_checks_) detail::check_member(*this, "translate", t, member);
+#endif
+    return translate(ptr, t.world_rank(member), count);
+  }
+
+  /// translate without the debug check; the API's own calls use it after checking themselves.
+  template <class T>
+  IRIS_HOST_DEVICE T* translate_unchecked(T* ptr, int to) const {
     // Byte-pointer arithmetic (not integers) keeps the global address space visible to the
     // compiler, so accesses through the result stay LDG/STG; Byte carries T's cv-qualifiers.
     using Byte = detail::same_cv_t<T, std::byte>;
@@ -107,11 +144,16 @@ class Context {
   std::size_t heap_size_ = 0;
   std::ptrdiff_t stride_ = 0;
   std::byte* const* peer_bases_ = nullptr;
-  detail::ErrorMailbox* mailbox_ = nullptr;
+  ErrorMailbox* mailbox_ = nullptr;
   std::uint64_t wait_timeout_ns_ = 0;
   bool debug_checks_ = false;
 };
 
-static_assert(std::is_trivially_copyable_v<Context>, "device::Context is passed to kernels by value");
+static_assert(std::is_trivially_copyable_v<Context>,
+              "device::Context is passed to kernels by value");
 
 }  // namespace iris::device
+
+#if defined(__CUDACC__)
+#include "iris/device/detail/debug_impl.hpp"
+#endif

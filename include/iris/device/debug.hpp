@@ -1,11 +1,13 @@
 // Debug checks of translated accesses.
 //
 // With debug checks on (IRIS_DEBUG_CHECKS=1, or ContextOptions::debug_checks, which become
-// ctx.debug_checks()), every device API call that reaches another rank first checks that the
-// target rank is in [0, world_size) and that the bytes it touches lie inside the symmetric heap.
-// A violation leaves a report in the rank's mailbox ("rank 0: put: 4096 bytes at heap offset
-// 0x3fffff00 on rank 1 are not inside the heap of 0x40000000 bytes ...") and traps; the host's
-// next synchronization throws it as an iris::Error. With checks off, a call costs one predicate.
+// ctx.debug_checks()), every device API call that reaches another rank, and every
+// ctx.translate(...) in device code, first checks that the target rank is in [0, world_size) (a
+// member of the team, for the team forms) and that the bytes it touches lie inside the symmetric
+// heap. A violation leaves a report in the rank's mailbox ("rank 0: put: 4096 bytes at heap
+// offset 0x3fffff00 on rank 1 are not inside the heap of 0x40000000 bytes ...") and traps; the
+// host's next synchronization throws it as an iris::Error. With checks off, a call costs one
+// predicate.
 #pragma once
 
 #include <cstddef>
@@ -17,16 +19,11 @@ namespace iris::device {
 
 /// When ctx.debug_checks(): reports and traps unless 0 <= to < ctx.world_size() and the `bytes`
 /// bytes at `ptr` (a pointer into this rank's heap) lie inside the heap. `operation` names the
-/// caller in the report. Hand-written code that translates with ctx.translate can call it first:
+/// caller in the report. ctx.translate calls it; code that computes peer addresses another way
+/// can call it itself:
 ///   iris::device::check_access(ctx, "my_epilogue", tile_ptr, tile_bytes, peer);
 IRIS_DEVICE_FN void check_access(const Context& ctx, const char* operation, const void* ptr,
                                  std::size_t bytes, int to);
-
-/// check_access, then ctx.translate: `ptr` (this rank's copy) as rank `to` holds it. `count`
-/// elements from `ptr` are checked.
-///   float* peer_row = iris::device::translate(ctx, row, peer, cols);
-template <class T>
-IRIS_DEVICE_FN T* translate(const Context& ctx, T* ptr, int to, std::size_t count = 1);
 
 }  // namespace iris::device
 

@@ -53,7 +53,7 @@ inline constexpr cta_t cta{};
 inline constexpr gpu_t gpu{};
 inline constexpr sys_t sys{};
 
-namespace detail {
+namespace device::detail {
 template <class T>
 inline constexpr bool kIsOrderTag = false;
 template <cuda::memory_order Order>
@@ -66,14 +66,14 @@ template <cuda::thread_scope Scope>
 inline constexpr bool kIsScopeTag<thread_scope_tag<Scope>> =
     Scope == cuda::thread_scope_block || Scope == cuda::thread_scope_device ||
     Scope == cuda::thread_scope_system;
-}  // namespace detail
+}  // namespace device::detail
 
 /// An order tag: iris::relaxed, iris::acquire, iris::release or iris::acq_rel.
 template <class T>
-concept memory_order_like = detail::kIsOrderTag<T>;
+concept memory_order_like = device::detail::kIsOrderTag<T>;
 /// A scope tag: iris::cta, iris::gpu or iris::sys.
 template <class T>
-concept thread_scope_like = detail::kIsScopeTag<T>;
+concept thread_scope_like = device::detail::kIsScopeTag<T>;
 
 /// What an order tag is given to; decides which orders make sense.
 enum class access {
@@ -91,7 +91,7 @@ inline constexpr bool order_fits =
         ? Order::value == cuda::memory_order_relaxed || Order::value == cuda::memory_order_release
         : true;
 
-namespace detail {
+namespace device::detail {
 /// Compile-time check of a call's tags, with messages that say what to write instead.
 template <access Kind, class Order, class Scope>
 IRIS_HOST_DEVICE constexpr void check_tags() {
@@ -109,6 +109,6 @@ IRIS_HOST_DEVICE constexpr void check_tags() {
                   "cannot acquire: use iris::release or iris::relaxed, or the fetching atomic");
   }
 }
-}  // namespace detail
+}  // namespace device::detail
 
 }  // namespace iris

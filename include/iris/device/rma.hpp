@@ -1,7 +1,7 @@
 // Data movement between ranks: load, store, get, put, copy.
 //
 //   // the block sends n floats to rank 1, then raises rank 1's copy of `flag`
-//   iris::device::put(iris::block{}, ctx, dst, src, n, 1, iris::signal_add{flag, 1});
+//   iris::device::put(iris::block{}, ctx, dst, src, n, 1, iris::device::signal_add(flag, 1));
 //   // the warp fetches rank 2's copy of a 2-D tile into local memory
 //   iris::device::get(iris::warp{}, ctx, local_tile, remote_tile, 2);
 //
@@ -9,25 +9,28 @@
 // the call translates them to the rank named by the argument after them. Pointers documented
 // as "local" may be any memory this thread can use (heap, cudaMalloc, shared memory).
 //
-// The group (first argument: iris::thread, warp, warps<N>, block or grid) splits the elements
-// among its members; every member calls with the same arguments. Ranges have any length and
-// alignment: equally aligned source and destination move in 16-byte vectors, several in flight
-// per thread, with narrower units only at the ends; otherwise they move in the widest unit both
-// share. 2-D tiles (tile_view) have their own row strides on either side; rows are shared out to
-// warps.
+// The group (first argument: iris::thread, warp, warps<N>, warp_span, block, grid, or a
+// Cooperative Groups object) splits the elements among its members; every member calls with the
+// same arguments. Ranges have any length and alignment: equally aligned source and destination
+// move in 16-byte vectors, several in flight per thread (the InFlight template argument, 4 by
+// default: put<2>(...) keeps two), with narrower units only at the ends; otherwise they move in
+// the widest unit both share. 2-D tiles (tile_view) have their own row strides on either side;
+// rows are shared out to warps.
 //
-// Speed: a bulk move runs fastest as one pass, a block (or warp) per tile of about 32 bytes per
-// thread, with as many blocks as tiles. On an H200 that matched cudaMemcpy (0.98-1.0 of it from
-// 64 MiB up), where a persistent grid looping over 32 KiB tiles reached 0.95
-// (benchmarks/rma_bandwidth.cu).
+// Performance: a bulk move runs fastest as one pass, a block (or warp) per tile of a few
+// kilobytes, with as many blocks as tiles; a persistent grid that loops over tiles is somewhat
+// slower. Fewer vectors in flight per thread save registers (more resident blocks) and suit
+// warp- and thread-level moves; block-level bulk moves like more (benchmarks/rma_bandwidth.cu
+// measures both).
 //
 // Ordering: the data moves with plain (weak) loads and stores. Without a completion action
-// nothing is promised about when the destination sees it; publish it with a completion action
-// (iris::signal_set / iris::signal_add as the last argument: the group syncs, then its leader
-// raises the flag on the destination rank with release at system scope), or with quiet() in every
-// storing thread followed by a signal, or with a barrier. Data read by get/load is whatever the
-// source holds when it is read: acquire a flag (wait_until) first. When get returns, each member's
-// part has arrived in local memory; sync the group before members read each other's parts.
+// nothing is promised about when the destination sees it. Publish it as iris/device/signal.hpp
+// says (the one rule): with a completion action as the last argument
+// (iris::device::signal_set(flag, value) / signal_add(flag, value): the group syncs, then its
+// leader releases the flag on the destination rank at system scope), with a later
+// signal(group, ...), or with a barrier. Data read by get/load is whatever the source holds when
+// it is read: acquire a flag (wait_until) first. When get returns, each member's part has arrived
+// in local memory; sync the group before members read each other's parts.
 #pragma once
 
 #include <cuda/std/array>
@@ -42,6 +45,9 @@
 
 namespace iris::device {
 
+/// 16-byte vectors each thread of get/put/copy keeps in flight unless the call says otherwise.
+inline constexpr int kVectorsInFlight = 4;
+
 // ---- registers -------------------------------------------------------------------------------
 
 /// Rank `from`'s copy of `*src`; a plain load.
@@ -54,8 +60,8 @@ IRIS_DEVICE_FN T load(const Context& ctx, const T* src, int from);
 template <class T>
 IRIS_DEVICE_FN void store(const Context& ctx, T* dst, cuda::std::type_identity_t<T> value, int to);
 
-/// The group reads group.size() * N consecutive elements of rank `from`'s copy of `src`: member
-/// r gets elements [r*N, r*N + N). Elements at or past `count` are not read and come back as
+/// The group reads group.num_threads() * N consecutive elements of rank `from`'s copy of `src`:
+/// member r gets elements [r*N, r*N + N). Elements at or past `count` are not read and come back as
 /// T{}. With N * sizeof(T) a multiple of 16 and `src` 16-byte aligned, each member reads
 /// 16-byte vectors.
 ///   auto v = iris::device::load<4>(iris::warp{}, ctx, src, n, peer);   // 4 floats per lane
@@ -74,48 +80,51 @@ IRIS_DEVICE_FN void store(G group, const Context& ctx, T* dst, const cuda::std::
 
 /// Copies `count` elements of rank `from`'s copy of `src` to local `dst`.
 ///   iris::device::get(iris::block{}, ctx, staging, remote_rows, n, peer);
-template <cooperative_group G, class T>
+template <int InFlight = kVectorsInFlight, cooperative_group G, class T>
 IRIS_DEVICE_FN void get(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
                         int from);
 
 /// Copies `count` elements of local `src` to rank `to`'s copy of `dst`, then runs the optional
 /// completion action on rank `to`.
-///   iris::device::put(iris::warp{}, ctx, dst, src, n, peer, iris::signal_set{flag, round});
-template <cooperative_group G, class T, class Signal = detail::no_signal>
+///   iris::device::put(iris::warp{}, ctx, dst, src, n, peer, iris::device::signal_set(flag,
+///   round));
+template <int InFlight = kVectorsInFlight, cooperative_group G, class T, class Signal = no_signal>
 IRIS_DEVICE_FN void put(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
                         int to, Signal signal = {});
 
-/// Copies `count` elements from rank `src_rank`'s copy of `src` to rank `dst_rank`'s copy of
-/// `dst` (any two ranks, this one included), then runs the optional completion action on rank
-/// `dst_rank`.
-///   iris::device::copy(iris::block{}, ctx, dst, right, src, left, n, iris::signal_add{flag, 1});
-template <cooperative_group G, class T, class Signal = detail::no_signal>
-IRIS_DEVICE_FN void copy(G group, const Context& ctx, T* dst, int dst_rank, const T* src,
-                         int src_rank, std::size_t count, Signal signal = {});
+/// Copies `count` elements from rank `from`'s copy of `src` to rank `to`'s copy of `dst` (any two
+/// ranks, this one included), then runs the optional completion action on rank `to`. Arguments
+/// in put's and get's order: dst, src, count, then put's `to` and get's `from`.
+///   iris::device::copy(iris::block{}, ctx, dst, src, n, right, left,
+///                      iris::device::signal_add(flag, 1));
+template <int InFlight = kVectorsInFlight, cooperative_group G, class T, class Signal = no_signal>
+IRIS_DEVICE_FN void copy(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
+                         int to, int from, Signal signal = {});
 
 // ---- 2-D tiles -------------------------------------------------------------------------------
 // `dst` and `src` must have the same rows and cols (debug checks verify it); strides may differ.
 
 /// Copies rank `from`'s copy of tile `src` to the local tile `dst`.
 ///   iris::device::get(iris::block{}, ctx, smem_tile, remote_tile, peer);
-template <cooperative_group G, class T>
+template <int InFlight = kVectorsInFlight, cooperative_group G, class T>
 IRIS_DEVICE_FN void get(G group, const Context& ctx, tile_view<T> dst,
                         cuda::std::type_identity_t<tile_view<const T>> src, int from);
 
 /// Copies the local tile `src` to rank `to`'s copy of tile `dst`, then runs the optional
 /// completion action on rank `to`.
-///   iris::device::put(iris::block{}, ctx, out_tile, acc_tile, peer, iris::signal_add{flag, 1});
-template <cooperative_group G, class T, class Signal = detail::no_signal>
+///   iris::device::put(iris::block{}, ctx, out_tile, acc_tile, peer,
+///                     iris::device::signal_add(flag, 1));
+template <int InFlight = kVectorsInFlight, cooperative_group G, class T, class Signal = no_signal>
 IRIS_DEVICE_FN void put(G group, const Context& ctx, tile_view<T> dst,
                         cuda::std::type_identity_t<tile_view<const T>> src, int to,
                         Signal signal = {});
 
-/// Copies rank `src_rank`'s copy of tile `src` to rank `dst_rank`'s copy of tile `dst`, then runs
-/// the optional completion action on rank `dst_rank`.
-///   iris::device::copy(iris::block{}, ctx, dst_tile, right, src_tile, left);
-template <cooperative_group G, class T, class Signal = detail::no_signal>
-IRIS_DEVICE_FN void copy(G group, const Context& ctx, tile_view<T> dst, int dst_rank,
-                         cuda::std::type_identity_t<tile_view<const T>> src, int src_rank,
+/// Copies rank `from`'s copy of tile `src` to rank `to`'s copy of tile `dst`, then runs the
+/// optional completion action on rank `to`.
+///   iris::device::copy(iris::block{}, ctx, dst_tile, src_tile, right, left);
+template <int InFlight = kVectorsInFlight, cooperative_group G, class T, class Signal = no_signal>
+IRIS_DEVICE_FN void copy(G group, const Context& ctx, tile_view<T> dst,
+                         cuda::std::type_identity_t<tile_view<const T>> src, int to, int from,
                          Signal signal = {});
 
 }  // namespace iris::device

@@ -8,10 +8,12 @@
 //
 // The same works for CuTe/CUTLASS epilogues: translate the tensor's base pointer once and rebuild
 // the tensor with the same layout, e.g.
-//   auto gD_peer = cute::make_tensor(cute::make_gmem_ptr(iris::device::translate(ctx,
-//                      gD.data().get(), peer, cute::cosize(gD.layout()))), gD.layout());
-// Stores through a translated pointer are plain (weak) stores: publish them with a completion
-// action, quiet() + signal, or a barrier.
+//   auto gD_peer = cute::make_tensor(cute::make_gmem_ptr(ctx.translate(gD.data().get(), peer,
+//                      cute::cosize(gD.layout()))), gD.layout());
+// Stores through a translated pointer are plain (weak) stores: publish them as
+// iris/device/signal.hpp says (the one rule): the group that stored syncs and one member
+// releases a flag, e.g. iris::device::signal(group, ctx, iris::device::signal_add(flag, 1), peer),
+// or a barrier. No per-thread fence is needed.
 #pragma once
 
 #include <cuda/std/type_traits>
@@ -50,8 +52,8 @@ struct tile_view {
 template <class T>
 tile_view(T*, std::size_t, std::size_t, std::size_t) -> tile_view<T>;
 
-/// The same tile on rank `to`: one translation for the whole tile. With debug checks on, the
-/// tile's span must lie inside this rank's heap and `to` must be a rank.
+/// The same tile on rank `to`: ctx.translate of the tile's base, checked for the tile's whole
+/// span. With debug checks on, the span must lie inside this rank's heap and `to` must be a rank.
 ///   auto remote = iris::device::translate(ctx, tile, peer);
 template <class T>
 IRIS_DEVICE_FN tile_view<T> translate(const Context& ctx, const tile_view<T>& tile, int to);

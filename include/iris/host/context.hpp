@@ -22,7 +22,9 @@
 #include <string>
 #include <type_traits>
 
+#include "iris/device/barrier.hpp"
 #include "iris/device/context.hpp"
+#include "iris/device/team.hpp"
 #include "iris/host/bootstrap.hpp"
 #include "iris/host/buffer.hpp"
 
@@ -62,6 +64,26 @@ struct HeapInfo {
 };
 
 std::string to_string(HeapTransport transport);
+
+/// A barrier object: `count()` independent barrier channels for the ranks of `team()`, made by
+/// Context::make_barriers. Kernels take its device handle, device(), by value and name the
+/// channel they use (iris/device/barrier.hpp: arrive, wait, sync, and the ordering guarantee).
+/// Its memory is symmetric heap memory: destroy it on every rank, in the same order as other
+/// frees, after the kernels that use it are done.
+class Barriers {
+ public:
+  Barriers() = default;
+  device::Barriers device() const { return handle_; }
+  const iris::team& team() const { return handle_.team(); }
+  int count() const { return handle_.channels(); }
+
+ private:
+  friend class Context;
+  Barriers(Buffer<std::uint64_t> slots, device::Barriers handle)
+      : slots_(std::move(slots)), handle_(handle) {}
+  Buffer<std::uint64_t> slots_;
+  device::Barriers handle_;
+};
 
 class Context {
  public:
@@ -105,6 +127,18 @@ class Context {
   /// Device barrier on `stream`: a kernel that returns when every rank's kernel reached it.
   /// Stream-ordered and capturable in CUDA graphs; the host does not wait.
   void device_barrier(cudaStream_t stream = nullptr);
+
+  /// `count` independent barrier channels for the ranks of `team` (the world by default), in
+  /// zeroed symmetric memory. Collective over the world, like every allocation: every rank calls
+  /// it, members of the team or not (others get a handle they must not use). Graph-capturable
+  /// use, no reset: see iris/device/barrier.hpp. Throws iris::Error(kInvalidArgument) when the
+  /// team does not fit in the world or count < 1.
+  ///   iris::Barriers bars = ctx.make_barriers(iris::team{.start = 0, .size = 4, .stride = 2}, 8);
+  Barriers make_barriers(const iris::team& team, int count,
+                         std::source_location where = std::source_location::current());
+  Barriers make_barriers(int count, std::source_location where = std::source_location::current()) {
+    return make_barriers(iris::team::world(world_size()), count, where);
+  }
 
   /// Throws iris::Error(kDeviceTimeout) with the report when a bounded device wait of this rank
   /// timed out (the kernel that timed out has trapped; the CUDA context is then unusable).

@@ -49,6 +49,13 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE constexpr void check_atomic_type() {
   static_assert(
       kAtomicInteger<T> || (Op != rmw::bit_and && Op != rmw::bit_or && Op != rmw::bit_xor),
       "iris: atomic and/or/xor take integers");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  // The bf16 forms of atom/red exist from sm_90 on: say so here rather than let ptxas fail.
+  static_assert(!cuda::std::is_same_v<T, __nv_bfloat16> && !cuda::std::is_same_v<T, __nv_bfloat162>,
+                "iris: atomic_add on __nv_bfloat16 or __nv_bfloat162 needs sm_90 (Hopper) or "
+                "newer, and this file is being compiled for an older GPU: build for sm_90 "
+                "(CMAKE_CUDA_ARCHITECTURES=90) or add in float");
+#endif
 }
 
 template <class Order>
@@ -105,7 +112,7 @@ IRIS_DEVICE_FN T float_min_max(T* p, T v) {
 template <rmw Op, bool Fetch, class Order, class Scope, class T>
 IRIS_DEVICE_FN IRIS_FORCEINLINE T atomic_rmw(const Context& ctx, const char* operation, T* ptr,
                                              T value, int to) {
-  iris::detail::check_tags<Fetch ? access::read_modify_write : access::store, Order, Scope>();
+  detail::check_tags<Fetch ? access::read_modify_write : access::store, Order, Scope>();
   check_atomic_type<Op, T>();
   T* target = checked_translate(ctx, operation, ptr, 1, to);
   using P = ptx<Order::value, Scope::value>;
@@ -195,7 +202,7 @@ IRIS_DEFINE_ATOMIC(atomic_max_nofetch, max, false, void)
 template <class T, class Order, class Scope>
 IRIS_DEVICE_FN T atomic_cas(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> expected,
                             cuda::std::type_identity_t<T> desired, int to, Order, Scope) {
-  iris::detail::check_tags<access::read_modify_write, Order, Scope>();
+  detail::check_tags<access::read_modify_write, Order, Scope>();
   detail::check_plain_atomic_type<T>();
   using Bits = detail::unsigned_bits_t<T>;
   auto* target = reinterpret_cast<Bits*>(detail::checked_translate(ctx, "atomic_cas", ptr, 1, to));
@@ -206,7 +213,7 @@ IRIS_DEVICE_FN T atomic_cas(const Context& ctx, T* ptr, cuda::std::type_identity
 
 template <class T, class Order, class Scope>
 IRIS_DEVICE_FN T atomic_load(const Context& ctx, const T* ptr, int from, Order, Scope) {
-  iris::detail::check_tags<access::load, Order, Scope>();
+  detail::check_tags<access::load, Order, Scope>();
   detail::check_plain_atomic_type<T>();
   using Bits = detail::unsigned_bits_t<T>;
   const auto* source =
@@ -217,7 +224,7 @@ IRIS_DEVICE_FN T atomic_load(const Context& ctx, const T* ptr, int from, Order, 
 template <class T, class Order, class Scope>
 IRIS_DEVICE_FN void atomic_store(const Context& ctx, T* ptr, cuda::std::type_identity_t<T> value,
                                  int to, Order, Scope) {
-  iris::detail::check_tags<access::store, Order, Scope>();
+  detail::check_tags<access::store, Order, Scope>();
   detail::check_plain_atomic_type<T>();
   using Bits = detail::unsigned_bits_t<T>;
   auto* target =

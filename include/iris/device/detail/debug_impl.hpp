@@ -1,4 +1,4 @@
-// Bodies behind iris/device/debug.hpp. Not public.
+// Bodies behind iris/device/debug.hpp and the checks of Context::translate. Not public.
 #pragma once
 
 #include "iris/device/debug.hpp"
@@ -28,22 +28,32 @@ IRIS_DEVICE_FN inline void check_access(const Context& ctx, const char* operatio
 }
 
 namespace detail {
+
+IRIS_DEVICE_FN inline void check_member(const Context& ctx, const char* operation, const team& t,
+                                        int member) {
+  if (!ctx.debug_checks()) return;
+  if (member < 0 || member >= t.size || !t.fits(ctx.world_size())) {
+    report_and_trap(ctx, {.kind = ErrorKind::kBadMember,
+                          .operation = operation,
+                          .target_rank = member,
+                          .expected = static_cast<std::uint64_t>(t.size),
+                          .observed = static_cast<std::uint64_t>(t.start) << 32 |
+                                      static_cast<std::uint32_t>(t.stride)});
+  }
+}
+
 /// check_access + translate for the API's own calls, under the caller's name.
 template <class T>
 IRIS_DEVICE_FN IRIS_FORCEINLINE T* checked_translate(const Context& ctx, const char* operation,
                                                      T* ptr, std::size_t count, int to) {
   check_access(ctx, operation, ptr, count * sizeof(T), to);
-  T* translated = ctx.translate(ptr, to);
+  T* translated = ctx.translate_unchecked(ptr, to);
   // Every rank's heap is global memory: saying so lets the compiler use LDG/STG rather than
   // generic loads and stores.
   __builtin_assume(__isGlobal(translated));
   return translated;
 }
-}  // namespace detail
 
-template <class T>
-IRIS_DEVICE_FN T* translate(const Context& ctx, T* ptr, int to, std::size_t count) {
-  return detail::checked_translate(ctx, "translate", ptr, count, to);
-}
+}  // namespace detail
 
 }  // namespace iris::device

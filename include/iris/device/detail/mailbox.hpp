@@ -4,14 +4,12 @@
 // The host Context allocates one ErrorMailbox per rank in pinned, mapped host memory and zeroes it
 // (zero = empty). The first device thread to fail claims it with a compare-and-swap, fills it in,
 // marks it complete, and traps; the host reads it after the failed synchronization, when the
-// device can no longer write. Plain C++ so that host-only translation units can include it.
+// device can no longer write. Plain C++ so that host-only translation units can include it; the
+// host's formatting of a report lives in src/ (src/detail/mailbox_format.hpp), so kernels do not
+// compile it.
 #pragma once
 
-#include <cinttypes>
 #include <cstdint>
-#include <cstdio>
-#include <optional>
-#include <string>
 
 #include "iris/device/cmp.hpp"
 
@@ -31,6 +29,11 @@ enum class ErrorKind : std::uint32_t {
   kTooManyRanks,   ///< the world is larger than the device barrier has slots for
   kTooManyBlocks,  ///< a block-level barrier ran in a block past the barrier's channels
   kShapeMismatch,  ///< debug check: a 2-D copy's tiles differ in rows or cols
+  kBadMember,      ///< debug check: `target_rank` is not a member index of the team (`expected`
+                   ///< members; `observed` = start << 32 | stride), or the team leaves the world
+  kNotInTeam,      ///< a barrier object used by a rank outside its team (`expected` = team size,
+                   ///< `observed` = start << 32 | stride)
+  kBadChannel,     ///< a barrier object's channel `observed` is not below its `expected` channels
 };
 
 /// What a wait that timed out was waiting for, so that the report can name who did not come.
@@ -39,22 +42,30 @@ enum class Awaited : std::uint32_t {
   kRank,         ///< a barrier: rank `awaited_rank` to arrive at epoch `expected`
   kGridBlocks,   ///< a grid barrier's block 0: the grid's other blocks (`expected` of them)
   kGridRelease,  ///< a grid barrier's other blocks: block 0 to release them
+  kChannelRank,  ///< a barrier object: rank `awaited_rank` to arrive at epoch `expected` on
+                 ///< channel `channel`
 };
 
 /// How `expected` and `observed` are to be read.
 enum class ValueKind : std::uint32_t { kUnsigned = 0, kSigned = 1 };
 
+}  // namespace iris::device::detail
+
+namespace iris::device {
+
+/// Declared in iris/device/context.hpp; its layout is internal.
 struct ErrorMailbox {
-  MailboxState state;
-  ErrorKind kind;
+  detail::MailboxState state;
+  detail::ErrorKind kind;
   char operation[32];        ///< NUL-terminated name of the device function that failed
   std::int32_t rank;         ///< the rank that failed
   std::int32_t target_rank;  ///< the rank whose memory the operation addressed
   std::int32_t world_size;
   cmp comparison;  ///< wait condition (timeouts)
-  ValueKind value_kind;
-  Awaited awaited;            ///< what a timed-out wait waited for
-  std::int32_t awaited_rank;  ///< the rank a barrier waited for (Awaited::kRank)
+  detail::ValueKind value_kind;
+  detail::Awaited awaited;    ///< what a timed-out wait waited for
+  std::int32_t awaited_rank;  ///< the rank a barrier waited for (Awaited::kRank, kChannelRank)
+  std::int32_t channel;       ///< the barrier object's channel (Awaited::kChannelRank)
   std::int64_t heap_offset;   ///< byte offset of the address from the start of its heap
   std::uint64_t bytes;        ///< bytes the operation addressed (debug checks)
   std::uint64_t heap_size;    ///< bytes per rank's heap (debug checks)
@@ -67,115 +78,4 @@ struct ErrorMailbox {
   std::uint32_t thread[3];    ///< threadIdx of the reporting thread
 };
 
-namespace mailbox_format {
-
-inline std::string printf_string(const char* format, auto... args) {
-  char buffer[160];
-  std::snprintf(buffer, sizeof(buffer), format, args...);
-  return buffer;
-}
-
-inline std::string value(const ErrorMailbox& m, std::uint64_t bits) {
-  return m.value_kind == ValueKind::kSigned
-             ? printf_string("%" PRId64, static_cast<std::int64_t>(bits))
-             : printf_string("%" PRIu64, bits);
-}
-
-inline std::string duration(std::uint64_t ns) {
-  if (ns >= 1'000'000'000) return printf_string("%.1f s", static_cast<double>(ns) / 1e9);
-  if (ns >= 1'000'000) return printf_string("%.1f ms", static_cast<double>(ns) / 1e6);
-  return printf_string("%" PRIu64 " ns", ns);
-}
-
-inline std::string index(const std::uint32_t (&xyz)[3]) {
-  if (xyz[1] == 0 && xyz[2] == 0) return std::to_string(xyz[0]);
-  return printf_string("(%u,%u,%u)", xyz[0], xyz[1], xyz[2]);
-}
-
-inline std::string offset(std::int64_t offset) {
-  return offset < 0 ? printf_string("-0x%" PRIx64, static_cast<std::uint64_t>(-offset))
-                    : printf_string("0x%" PRIx64, static_cast<std::uint64_t>(offset));
-}
-
-inline std::string shape(std::uint64_t rows_cols) {
-  return std::to_string(rows_cols >> 32) + " x " + std::to_string(rows_cols & 0xffffffffu);
-}
-
-}  // namespace mailbox_format
-
-/// A timed-out wait: what it waited for, for how long, and what it saw last.
-inline std::string wait_report(const ErrorMailbox& m) {
-  namespace f = mailbox_format;
-  const std::string after = " timed out after " + f::duration(m.elapsed_ns);
-  // A grid barrier holds every block of the grid until all have come: blocks that never became
-  // resident (a grid larger than the GPU holds at once) never come.
-  constexpr const char* kResidency =
-      "; a grid barrier needs every block of the grid resident at once: launch at most "
-      "cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs blocks";
-  switch (m.awaited) {
-    case Awaited::kRank:
-      return after + " waiting for rank " + std::to_string(m.awaited_rank) +
-             " to arrive at epoch " + f::value(m, m.expected) + " (it has reached epoch " +
-             f::value(m, m.observed) + "; does every rank run this barrier as often?)";
-    case Awaited::kGridBlocks:
-      return after + " waiting for the grid's other " + f::value(m, m.expected) +
-             " blocks, of which " + f::value(m, m.observed) + " arrived" + kResidency;
-    case Awaited::kGridRelease:
-      return after +
-             " waiting for block 0 to release the grid (it waits for every other block, "
-             "then for the other ranks)" +
-             kResidency;
-    case Awaited::kFlag:
-      break;
-  }
-  return "(heap offset " + f::offset(m.heap_offset) + " on rank " + std::to_string(m.target_rank) +
-         ", " + std::string(to_string(m.comparison)) + " " + f::value(m, m.expected) + ")" + after +
-         ", observed " + f::value(m, m.observed);
-}
-
-/// The report as one line, e.g. "rank 1: wait_until(heap offset 0x100040 on rank 1, ge 5) timed
-/// out after 2.0 s, observed 3 (block 0, thread 0)"; nothing when the mailbox is empty.
-inline std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
-  namespace f = mailbox_format;
-  if (m.state == MailboxState::kEmpty) return std::nullopt;
-  if (m.state != MailboxState::kComplete)
-    return std::string("a device thread began an error report but did not finish it");
-  char operation[sizeof(m.operation) + 1] = {};
-  for (std::size_t i = 0; i < sizeof(m.operation) && m.operation[i] != '\0'; ++i)
-    operation[i] = m.operation[i];
-  const std::string who = "rank " + std::to_string(m.rank) + ": " + operation;
-  const std::string where = " (block " + f::index(m.block) + ", thread " + f::index(m.thread) + ")";
-  switch (m.kind) {
-    case ErrorKind::kWaitTimeout:
-      return who + wait_report(m) + where;
-    case ErrorKind::kBadRank:
-      return who + ": rank " + std::to_string(m.target_rank) + " is not in the world of " +
-             std::to_string(m.world_size) + " ranks" + where;
-    case ErrorKind::kOutsideHeap:
-      return who + ": " + std::to_string(m.bytes) + " bytes at heap offset " +
-             f::offset(m.heap_offset) + " on rank " + std::to_string(m.target_rank) +
-             " are not inside the heap of " + f::offset(static_cast<std::int64_t>(m.heap_size)) +
-             " bytes (not a symmetric heap pointer?)" + where;
-    case ErrorKind::kTooManyRanks:
-      return who + ": the world has " + std::to_string(m.observed) + " ranks, more than the " +
-             std::to_string(m.expected) + " it supports" + where;
-    case ErrorKind::kTooManyBlocks:
-      return who + ": block " + std::to_string(m.observed) + " is past the " +
-             std::to_string(m.expected) + " blocks it supports" + where;
-    case ErrorKind::kShapeMismatch:
-      return who + ": the destination tile is " + f::shape(m.expected) + ", the source tile " +
-             f::shape(m.observed) + where;
-    case ErrorKind::kNone:
-      break;
-  }
-  return who + ": unknown device error kind " + std::to_string(static_cast<std::uint32_t>(m.kind)) +
-         where;
-}
-
-/// True when the report is a bounded wait that timed out (as opposed to a misuse that a check
-/// caught).
-inline bool mailbox_is_timeout(const ErrorMailbox& m) {
-  return m.state != MailboxState::kEmpty && m.kind == ErrorKind::kWaitTimeout;
-}
-
-}  // namespace iris::device::detail
+}  // namespace iris::device

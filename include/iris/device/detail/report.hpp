@@ -24,6 +24,7 @@ struct Failure {
   std::uint64_t elapsed_ns = 0;
   Awaited awaited = Awaited::kFlag;
   int awaited_rank = -1;
+  int channel = -1;
 };
 
 /// How long a thread that lost the race for the mailbox lets the winner finish its report before
@@ -57,6 +58,7 @@ inline constexpr std::uint64_t kReportGraceNs = 100'000'000;
       m->elapsed_ns = failure.elapsed_ns;
       m->awaited = failure.awaited;
       m->awaited_rank = failure.awaited_rank;
+      m->channel = failure.channel;
       m->block[0] = blockIdx.x;
       m->block[1] = blockIdx.y;
       m->block[2] = blockIdx.z;

@@ -12,8 +12,8 @@
 namespace iris::device::detail {
 
 /// A run-time slice of a group: `size` threads, this one being `rank`. Groups of every type
-/// reduce to it, and 2-D copies cut a group into teams of a warp each.
-struct team {
+/// reduce to it, and 2-D copies cut a group into slices of a warp each.
+struct slice {
   std::size_t rank;
   std::size_t size;
 };
@@ -23,8 +23,9 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE constexpr std::size_t smaller(std::size_t a, std
 }
 
 template <class G>
-IRIS_DEVICE_FN IRIS_FORCEINLINE team team_of(G group) {
-  return {group.rank(), group.size()};
+IRIS_DEVICE_FN IRIS_FORCEINLINE slice slice_of(const G& group) {
+  return {static_cast<std::size_t>(group.thread_rank()),
+          static_cast<std::size_t>(group.num_threads())};
 }
 
 /// The unsigned type that moves `Bytes` bytes in one access (16: one 128-bit LDG/STG).
@@ -37,20 +38,13 @@ using unit_t = cuda::std::conditional_t<
             Bytes == 4, std::uint32_t,
             cuda::std::conditional_t<Bytes == 2, std::uint16_t, std::uint8_t>>>>;
 
-/// Independent 16-byte accesses each thread keeps in flight: enough to cover NVLink latency
-/// without spilling. IRIS_RMA_UNITS_IN_FLIGHT overrides it (for tuning measurements).
-#ifndef IRIS_RMA_UNITS_IN_FLIGHT
-#define IRIS_RMA_UNITS_IN_FLIGHT 4
-#endif
-inline constexpr int kUnitsInFlight = IRIS_RMA_UNITS_IN_FLIGHT;
-
-/// The team moves `units` units of `Bytes` bytes; member r takes units r, r + size, ...
+/// The slice moves `units` units of `Bytes` bytes; member r takes units r, r + size, ...
 /// `InFlight` loads are issued before their stores, also in the last, partial batch: a member
 /// waits on memory once per batch, never once per leftover unit. The batch loop is not unrolled:
-/// for warps and threads (a constant team size) unrolling it took put<warp> in the benchmark
-/// from 63 to 76 registers, and from 4 to 3 blocks of 256 threads per SM.
+/// for warps and threads (a constant slice size) unrolling it costs registers, and with them
+/// resident blocks.
 template <std::size_t Bytes, int InFlight>
-IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_units(team t, std::byte* dst, const std::byte* src,
+IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_units(slice t, std::byte* dst, const std::byte* src,
                                                 std::size_t units) {
   using Unit = unit_t<Bytes>;
   auto* d = reinterpret_cast<Unit*>(dst);
@@ -70,20 +64,20 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_units(team t, std::byte* dst, const st
 /// Moves `bytes` bytes; both pointers and `bytes` are multiples of MinAlign. Tries units of
 /// `Unit` bytes first: usable when dst and src sit at the same offset modulo Unit, after a head
 /// of MinAlign-sized units that reaches a Unit boundary; otherwise halves the unit.
-template <std::size_t Unit, std::size_t MinAlign>
-IRIS_DEVICE_FN void copy_bytes(team t, std::byte* dst, const std::byte* src, std::size_t bytes) {
+template <std::size_t Unit, std::size_t MinAlign, int InFlight>
+IRIS_DEVICE_FN void copy_bytes(slice t, std::byte* dst, const std::byte* src, std::size_t bytes) {
   const auto d = reinterpret_cast<std::uintptr_t>(dst);
   // The common case first, on the shortest path: whole units from aligned addresses.
   if ((d | reinterpret_cast<std::uintptr_t>(src) | bytes) % Unit == 0)
-    return copy_units<Unit, kUnitsInFlight>(t, dst, src, bytes / Unit);
+    return copy_units<Unit, InFlight>(t, dst, src, bytes / Unit);
   if constexpr (Unit > MinAlign) {
     if ((d ^ reinterpret_cast<std::uintptr_t>(src)) % Unit != 0)
-      return copy_bytes<Unit / 2, MinAlign>(t, dst, src, bytes);
+      return copy_bytes<Unit / 2, MinAlign, InFlight>(t, dst, src, bytes);
   }
   const std::size_t head = smaller(bytes, (Unit - d % Unit) % Unit);
   const std::size_t body = (bytes - head) / Unit * Unit;
   copy_units<MinAlign, 1>(t, dst, src, head / MinAlign);
-  copy_units<Unit, kUnitsInFlight>(t, dst + head, src + head, body / Unit);
+  copy_units<Unit, InFlight>(t, dst + head, src + head, body / Unit);
   copy_units<MinAlign, 1>(t, dst + head + body, src + head + body,
                           (bytes - head - body) / MinAlign);
 }
@@ -91,34 +85,37 @@ IRIS_DEVICE_FN void copy_bytes(team t, std::byte* dst, const std::byte* src, std
 template <class T>
 inline constexpr std::size_t kMinAlign = alignof(T) < 16 ? alignof(T) : 16;
 
-template <class T>
-IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_elements(team t, T* dst, const T* src,
+template <int InFlight, class T>
+IRIS_DEVICE_FN IRIS_FORCEINLINE void copy_elements(slice t, T* dst, const T* src,
                                                    std::size_t count) {
   static_assert(cuda::std::is_trivially_copyable_v<T>, "iris: only trivially copyable data moves");
-  copy_bytes<16, kMinAlign<T>>(t, reinterpret_cast<std::byte*>(dst),
-                               reinterpret_cast<const std::byte*>(src), count * sizeof(T));
+  static_assert(InFlight >= 1 && InFlight <= 16,
+                "iris: get/put/copy keep 1 to 16 vectors in flight per thread");
+  copy_bytes<16, kMinAlign<T>, InFlight>(t, reinterpret_cast<std::byte*>(dst),
+                                         reinterpret_cast<const std::byte*>(src),
+                                         count * sizeof(T));
 }
 
-/// 2-D: contiguous tiles go as one range; otherwise each row goes to a team of up to 32
+/// 2-D: contiguous tiles go as one range; otherwise each row goes to a slice of up to 32
 /// threads (a warp of the group), so that every row is read and written coalesced.
-template <class T>
-IRIS_DEVICE_FN void copy_tile(team t, tile_view<T> dst, tile_view<const T> src) {
+template <int InFlight, class T>
+IRIS_DEVICE_FN void copy_tile(slice t, tile_view<T> dst, tile_view<const T> src) {
   if (dst.rows <= 1 || (dst.row_stride == dst.cols && src.row_stride == src.cols))
-    return copy_elements(t, dst.data, src.data, dst.rows * dst.cols);
+    return copy_elements<InFlight>(t, dst.data, src.data, dst.rows * dst.cols);
   constexpr std::size_t kTeam = 32;
   const std::size_t teams = (t.size + kTeam - 1) / kTeam;
   const std::size_t mine = t.rank / kTeam;
-  const team row_team{t.rank % kTeam, smaller(kTeam, t.size - mine * kTeam)};
+  const slice row_team{t.rank % kTeam, smaller(kTeam, t.size - mine * kTeam)};
   for (std::size_t row = mine; row < dst.rows; row += teams)
-    copy_elements(row_team, dst.data + row * dst.row_stride, src.data + row * src.row_stride,
-                  dst.cols);
+    copy_elements<InFlight>(row_team, dst.data + row * dst.row_stride,
+                            src.data + row * src.row_stride, dst.cols);
 }
 
 template <class Signal>
 IRIS_DEVICE_FN IRIS_FORCEINLINE constexpr void check_signal() {
   static_assert(kIsCompletion<Signal>,
                 "iris: the last argument of put/copy is a completion action: "
-                "iris::signal_set{flag, value} or iris::signal_add{flag, value}");
+                "iris::device::signal_set(flag, value) or iris::device::signal_add(flag, value)");
 }
 
 template <class T>
@@ -165,8 +162,8 @@ IRIS_DEVICE_FN void store(const Context& ctx, T* dst, cuda::std::type_identity_t
 template <std::size_t N, cooperative_group G, class T>
 IRIS_DEVICE_FN cuda::std::array<T, N> load(G group, const Context& ctx, const T* src,
                                            std::size_t count, int from) {
-  const std::size_t first = std::size_t{group.rank()} * N;
-  const std::size_t valid = detail::elements_of_member<N>(group.rank(), count);
+  const std::size_t first = std::size_t{group.thread_rank()} * N;
+  const std::size_t valid = detail::elements_of_member<N>(group.thread_rank(), count);
   const T* p = detail::checked_translate(ctx, "load", src, count, from) + first;
   cuda::std::array<T, N> out{};
   if constexpr ((N * sizeof(T)) % 16 == 0) {
@@ -186,8 +183,8 @@ IRIS_DEVICE_FN cuda::std::array<T, N> load(G group, const Context& ctx, const T*
 template <cooperative_group G, class T, std::size_t N>
 IRIS_DEVICE_FN void store(G group, const Context& ctx, T* dst, const cuda::std::array<T, N>& values,
                           std::size_t count, int to) {
-  const std::size_t first = std::size_t{group.rank()} * N;
-  const std::size_t valid = detail::elements_of_member<N>(group.rank(), count);
+  const std::size_t first = std::size_t{group.thread_rank()} * N;
+  const std::size_t valid = detail::elements_of_member<N>(group.thread_rank(), count);
   T* p = detail::checked_translate(ctx, "store", dst, count, to) + first;
   if constexpr ((N * sizeof(T)) % 16 == 0) {
     if (detail::moves_as_vectors<N>(p, valid)) {
@@ -202,57 +199,60 @@ IRIS_DEVICE_FN void store(G group, const Context& ctx, T* dst, const cuda::std::
     if (i < valid) p[i] = values[i];
 }
 
-template <cooperative_group G, class T>
+template <int InFlight, cooperative_group G, class T>
 IRIS_DEVICE_FN void get(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
                         int from) {
-  detail::copy_elements(detail::team_of(group), dst,
-                        detail::checked_translate(ctx, "get", src, count, from), count);
+  detail::copy_elements<InFlight>(detail::slice_of(group), dst,
+                                  detail::checked_translate(ctx, "get", src, count, from), count);
 }
 
-template <cooperative_group G, class T, class Signal>
+template <int InFlight, cooperative_group G, class T, class Signal>
 IRIS_DEVICE_FN void put(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
                         int to, Signal signal) {
   detail::check_signal<Signal>();
-  detail::copy_elements(detail::team_of(group),
-                        detail::checked_translate(ctx, "put", dst, count, to), src, count);
+  detail::copy_elements<InFlight>(
+      detail::slice_of(group), detail::checked_translate(ctx, "put", dst, count, to), src, count);
   detail::complete(group, ctx, signal, to);
 }
 
-template <cooperative_group G, class T, class Signal>
-IRIS_DEVICE_FN void copy(G group, const Context& ctx, T* dst, int dst_rank, const T* src,
-                         int src_rank, std::size_t count, Signal signal) {
+template <int InFlight, cooperative_group G, class T, class Signal>
+IRIS_DEVICE_FN void copy(G group, const Context& ctx, T* dst, const T* src, std::size_t count,
+                         int to, int from, Signal signal) {
   detail::check_signal<Signal>();
-  detail::copy_elements(detail::team_of(group),
-                        detail::checked_translate(ctx, "copy", dst, count, dst_rank),
-                        detail::checked_translate(ctx, "copy", src, count, src_rank), count);
-  detail::complete(group, ctx, signal, dst_rank);
+  detail::copy_elements<InFlight>(detail::slice_of(group),
+                                  detail::checked_translate(ctx, "copy", dst, count, to),
+                                  detail::checked_translate(ctx, "copy", src, count, from), count);
+  detail::complete(group, ctx, signal, to);
 }
 
-template <cooperative_group G, class T>
+template <int InFlight, cooperative_group G, class T>
 IRIS_DEVICE_FN void get(G group, const Context& ctx, tile_view<T> dst,
                         cuda::std::type_identity_t<tile_view<const T>> src, int from) {
   detail::check_same_shape(ctx, "get", dst, src);
-  detail::copy_tile(detail::team_of(group), dst, detail::checked_translate(ctx, "get", src, from));
+  detail::copy_tile<InFlight>(detail::slice_of(group), dst,
+                              detail::checked_translate(ctx, "get", src, from));
 }
 
-template <cooperative_group G, class T, class Signal>
+template <int InFlight, cooperative_group G, class T, class Signal>
 IRIS_DEVICE_FN void put(G group, const Context& ctx, tile_view<T> dst,
                         cuda::std::type_identity_t<tile_view<const T>> src, int to, Signal signal) {
   detail::check_signal<Signal>();
   detail::check_same_shape(ctx, "put", dst, src);
-  detail::copy_tile(detail::team_of(group), detail::checked_translate(ctx, "put", dst, to), src);
+  detail::copy_tile<InFlight>(detail::slice_of(group),
+                              detail::checked_translate(ctx, "put", dst, to), src);
   detail::complete(group, ctx, signal, to);
 }
 
-template <cooperative_group G, class T, class Signal>
-IRIS_DEVICE_FN void copy(G group, const Context& ctx, tile_view<T> dst, int dst_rank,
-                         cuda::std::type_identity_t<tile_view<const T>> src, int src_rank,
+template <int InFlight, cooperative_group G, class T, class Signal>
+IRIS_DEVICE_FN void copy(G group, const Context& ctx, tile_view<T> dst,
+                         cuda::std::type_identity_t<tile_view<const T>> src, int to, int from,
                          Signal signal) {
   detail::check_signal<Signal>();
   detail::check_same_shape(ctx, "copy", dst, src);
-  detail::copy_tile(detail::team_of(group), detail::checked_translate(ctx, "copy", dst, dst_rank),
-                    detail::checked_translate(ctx, "copy", src, src_rank));
-  detail::complete(group, ctx, signal, dst_rank);
+  detail::copy_tile<InFlight>(detail::slice_of(group),
+                              detail::checked_translate(ctx, "copy", dst, to),
+                              detail::checked_translate(ctx, "copy", src, from));
+  detail::complete(group, ctx, signal, to);
 }
 
 }  // namespace iris::device

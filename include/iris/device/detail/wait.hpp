@@ -45,7 +45,8 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool satisfies(T value, cmp c, T expected) {
 /// Who a wait waits for, when it is more than a flag (barriers): the report names them.
 struct WaitingFor {
   Awaited what = Awaited::kFlag;
-  int rank = -1;  ///< for Awaited::kRank
+  int rank = -1;     ///< for Awaited::kRank and kChannelRank
+  int channel = -1;  ///< for Awaited::kChannelRank
 };
 
 template <flag_value T>
@@ -70,7 +71,8 @@ template <flag_value T>
                    .observed = static_cast<std::uint64_t>(static_cast<Wide>(observed)),
                    .elapsed_ns = elapsed_ns,
                    .awaited = waiting_for.what,
-                   .awaited_rank = waiting_for.rank});
+                   .awaited_rank = waiting_for.rank,
+                   .channel = waiting_for.channel});
 }
 
 /// Spins until `*flag cmp expected` holds and returns the value that satisfied it; each read is
