@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kPushThreads)
     push_tiles(const __grid_constant__ iris::device::Context ctx, iris::team team, int me,
                TileGrid grid, std::uint64_t* arrivals, std::uint64_t* ready, TraceBuffer trace) {
   const iris::block block{};
-  const bool tracing = trace.events != nullptr && block.rank() == 0;
+  const bool tracing = trace.events != nullptr && block.thread_rank() == 0;
   Element* own = grid.c + static_cast<std::int64_t>(me) * grid.n;
   for (int t = blockIdx.x; t < grid.tiles; t += gridDim.x) {
     const std::uint64_t wait_start = tracing ? trace_clock() : 0;
@@ -69,10 +69,10 @@ __global__ void __launch_bounds__(kPushThreads)
     std::uint64_t* flag = arrivals + static_cast<std::int64_t>(me) * grid.tiles + t;
     for (int s = 1; s < team.size; ++s) {
       const int to = team.world_rank((me + s) % team.size);
-      iris::device::put(block, ctx, view, view, to, iris::signal_add{flag, 1});
+      iris::device::put(block, ctx, view, view, to, iris::device::signal_add(flag, 1));
     }
     block.sync();
-    if (block.rank() == 0) {
+    if (block.thread_rank() == 0) {
       iris::device::signal_add(ctx, flag, std::uint64_t{1}, ctx.rank());
       if (ready != nullptr) ready[t] = 0;
       if (tracing) trace_record(trace, TraceKind::kPush, ctx.rank(), t, push_start, trace_clock());

@@ -35,10 +35,10 @@ namespace iris::ops::detail {
 /// the TMA epilogue.
 struct consumer_warpgroups {
   static constexpr unsigned kProducerThreads = 128;
-  __device__ static constexpr unsigned size() { return 256; }
-  __device__ static unsigned rank() { return threadIdx.x - kProducerThreads; }
+  __device__ static constexpr unsigned num_threads() { return 256; }
+  __device__ static unsigned thread_rank() { return threadIdx.x - kProducerThreads; }
   __device__ static void sync() {
-    cutlass::arch::NamedBarrier::sync(size(),
+    cutlass::arch::NamedBarrier::sync(num_threads(),
                                       cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
   }
 };
@@ -137,7 +137,7 @@ class TileStoreEpilogue {
     if (rows <= 0 || cols <= 0) return;
     const int tiles_n = (n + kBlockN - 1) / kBlockN;
     const int tile = tile_m * tiles_n + tile_n;
-    const bool tracing = store.trace.events != nullptr && group.rank() == 0;
+    const bool tracing = store.trace.events != nullptr && group.thread_rank() == 0;
     const std::uint64_t epilogue_start = tracing ? trace_clock() : 0;
     if (tracing)
       trace_record(store.trace, TraceKind::kGemmTile, store.ctx.rank(), tile, last_end_,
@@ -156,8 +156,8 @@ class TileStoreEpilogue {
     // stored to every receiver, so a thread keeps kUnits stores in flight per receiver.
     constexpr int kElementsPerUnit = 16 / static_cast<int>(sizeof(ElementD));
     constexpr int kUnitsPerRow = kPassCols / kElementsPerUnit;
-    constexpr int kUnits = kBlockM * kUnitsPerRow / static_cast<int>(consumer_warpgroups::size());
-    static_assert(kBlockM * kUnitsPerRow % consumer_warpgroups::size() == 0,
+    constexpr int kUnits = kBlockM * kUnitsPerRow / static_cast<int>(consumer_warpgroups::num_threads());
+    static_assert(kBlockM * kUnitsPerRow % consumer_warpgroups::num_threads() == 0,
                   "whole units per thread");
 
     CUTLASS_PRAGMA_NO_UNROLL
@@ -176,7 +176,7 @@ class TileStoreEpilogue {
       int offsets[kUnits];  // element offset in D from the pass's corner; -1: outside D
       CUTLASS_PRAGMA_UNROLL
       for (int u = 0; u < kUnits; ++u) {
-        const int index = static_cast<int>(group.rank()) + u * static_cast<int>(group.size());
+        const int index = static_cast<int>(group.thread_rank()) + u * static_cast<int>(group.num_threads());
         const int r = index / kUnitsPerRow, cu = index % kUnitsPerRow;
         const bool inside = r < rows && cu < pass_units;
         offsets[u] = inside ? static_cast<int>(r * params_.ldd) + cu * kElementsPerUnit : -1;
@@ -197,7 +197,7 @@ class TileStoreEpilogue {
     }
     if (store.flags != nullptr) {
       group.sync();  // every member's stores precede the leader's release
-      if (group.rank() == 0) {
+      if (group.thread_rank() == 0) {
         const std::uint64_t stored = tracing ? trace_clock() : 0;
         std::uint64_t* flag = store.flags + store.flag_offset + tile;
         for (int j = 0; j < store.receivers.size; ++j)
