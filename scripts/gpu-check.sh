@@ -4,7 +4,8 @@
 # are one record, RESULTS/<machine>/<date>-<commit>/, and the record's row (headline figures) is
 # appended to RESULTS/INDEX.md (benchmarks/results/INDEX.md says what a record holds).
 #   scripts/gpu-check.sh [RESULTS] [ctest regex]   (RESULTS default: benchmarks/results;
-#                                                   IRIS_GPU_CHECK_BENCH=0: tests and demo only)
+#                                                   IRIS_GPU_CHECK_BENCH=0: tests and demo only;
+#                                                   IRIS_GPU_CHECK_SANITIZERS=0: no sanitizers)
 # <machine> is the GPU's name from nvidia-smi, lowercased and short (h200; 8xh200 for eight),
 # or IRIS_MACHINE; <date> is today's UTC date. On a lent machine pass RESULTS=$OUT: the record
 # and an INDEX.md holding its row come back, to be copied into benchmarks/results/.
@@ -102,7 +103,9 @@ bench() {
 grep -E "lowest ratio|target|FAILED|WRONG|wrong data" "$out/bench.log" | head -n 40
 # One pass of the memory checkers over the device API tests: the single-process one, and each
 # multi-rank one at two ranks with every rank under the tool (not those that trap on purpose).
-for tool in memcheck racecheck; do
+tools=(memcheck racecheck)
+[ "${IRIS_GPU_CHECK_SANITIZERS:-1}" = 0 ] && tools=()
+for tool in "${tools[@]}"; do
   log="$out/sanitizer-$tool.log"
   : >"$log"
   for test in build/tests/gpu_device_api_test build/tests/mp_*_test; do
@@ -113,5 +116,5 @@ for tool in memcheck racecheck; do
     echo "compute-sanitizer $tool ${test##*/}: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1))"
   done
 done
-index_row "gpu-check: tests${filter:+ matching '$filter'}, benchmarks, examples, sanitizers"
+index_row "gpu-check: tests${filter:+ matching '$filter'}, benchmarks, examples${tools:+, sanitizers}"
 exit $tests_rc
