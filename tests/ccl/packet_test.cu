@@ -58,14 +58,15 @@ TEST(Packet, ManyRoundsAllPairsOddSizes) {
     const std::size_t capacity = iris::device::packets_for(bytes);
     auto* slots = static_cast<packet*>(ctx.allocate_bytes(2 * world * capacity * sizeof(packet)));
     ASSERT_EQ(cudaMemset(slots, 0, 2 * world * capacity * sizeof(packet)), cudaSuccess);
-    auto scratch = ctx.zeros<std::byte>(2 * bytes);
+    auto* scratch = static_cast<std::byte*>(ctx.allocate_bytes(2 * bytes));
     auto errors = ctx.zeros<unsigned>(1);
     ctx.barrier();
-    exchange_rounds<<<1, 256>>>(ctx.device(), slots, capacity, scratch.data(), bytes, errors.data());
+    exchange_rounds<<<1, 256>>>(ctx.device(), slots, capacity, scratch, bytes, errors.data());
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ctx.barrier();
     EXPECT_EQ(errors.to_host()[0], 0u) << "bytes " << bytes << " rank " << ctx.rank();
     ctx.barrier();
+    ctx.free_bytes(scratch);
     ctx.free_bytes(slots);
   }
 }
@@ -83,9 +84,10 @@ __global__ void thread_forms(const __grid_constant__ iris::device::Context ctx, 
 
 TEST(Packet, ThreadFormsCarryAllEightBytes) {
   iris::Context& ctx = context();
-  auto slot = ctx.zeros<packet>(1);
-  auto result = ctx.zeros<std::uint64_t>(2);
-  thread_forms<<<1, 1>>>(ctx.device(), slot.data(), result.data());
+  auto* slot = static_cast<packet*>(ctx.allocate_bytes(sizeof(packet)));
+  ASSERT_EQ(cudaMemset(slot, 0, sizeof(packet)), cudaSuccess);
+  auto result = ctx.zeros<std::uint64_t>(2);  // ends with a barrier: every slot is zero
+  thread_forms<<<1, 1>>>(ctx.device(), slot, result.data());
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ctx.barrier();
   const int left = (ctx.rank() + ctx.world_size() - 1) % ctx.world_size();
@@ -93,6 +95,7 @@ TEST(Packet, ThreadFormsCarryAllEightBytes) {
   EXPECT_EQ(got[0], 0x0123456789abcdefull ^ static_cast<std::uint64_t>(left));
   EXPECT_EQ(got[1], 0u);
   ctx.barrier();
+  ctx.free_bytes(slot);
 }
 
 }  // namespace

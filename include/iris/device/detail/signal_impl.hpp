@@ -60,7 +60,7 @@ IRIS_DEVICE_FN void fence(Scope) {
   detail::fence_acq_rel<Scope::value>();
 }
 
-IRIS_DEVICE_FN void quiet() {
+IRIS_DEVICE_FN inline void quiet() {
   detail::fence_sc_system();
 }
 
