@@ -163,13 +163,14 @@ class JsonReader {
 };
 
 template <class T>
-const T& as(const JsonReader& reader, const Json& v, const std::string& what) {
+const T& as(const JsonReader& reader, const Json& v, const char* what) {
   if (const T* p = std::get_if<T>(&v.value)) return *p;
   reader.fail_at(v.offset, what);
 }
 
 std::uint64_t whole_number(const JsonReader& reader, const Json& v, const std::string& key) {
-  const double d = as<double>(reader, v, "\"" + key + "\" must be a number");
+  const std::string what = "\"" + key + "\" must be a number";
+  const double d = as<double>(reader, v, what.c_str());
   if (d < 0 || d != static_cast<double>(static_cast<std::uint64_t>(d)) || d > 1.8e19)
     reader.fail_at(v.offset, "\"" + key + "\" must be a whole number >= 0");
   return static_cast<std::uint64_t>(d);
