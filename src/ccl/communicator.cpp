@@ -155,9 +155,12 @@ struct Communicator::State {
     params.comm = handle();
     const std::size_t tile = round_up(ceil_div(std::max<std::size_t>(params.bytes, 1), plan.blocks), 256);
     params.tile = tile;
-    const int blocks = params.kind == detail::MoveKind::kAllToAllv
-                           ? plan.blocks
-                           : static_cast<int>(std::max<std::size_t>(1, ceil_div(params.bytes, tile)));
+    int blocks = params.kind == detail::MoveKind::kAllToAllv
+                     ? plan.blocks
+                     : static_cast<int>(std::max<std::size_t>(1, ceil_div(params.bytes, tile)));
+    // A send only announces its buffer and waits: one block serves every channel the
+    // receiver's grid uses.
+    if (params.kind == detail::MoveKind::kSend) blocks = 1;
     make_current();
     detail::launch_move(params, blocks, options.threads, stream);
   }
@@ -169,10 +172,11 @@ Communicator::Communicator(Context& ctx, const CommunicatorOptions& options)
 Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOptions& options)
     : state_(std::make_unique<State>()) {
   detail::check_team(team, ctx.world_size(), ctx.rank());
-  if (options.threads < 32 || options.threads > 1024 || options.threads % 32 != 0)
+  if (options.threads < 32 || options.threads > detail::kMaxThreads || options.threads % 32 != 0)
     throw Error(Errc::kInvalidArgument, "iris::ccl::Communicator: threads " +
                                             std::to_string(options.threads) +
-                                            " must be a multiple of 32 in 32..1024");
+                                            " must be a multiple of 32 in 32.." +
+                                            std::to_string(detail::kMaxThreads));
   if (options.max_blocks < 0 || options.max_blocks > kMaxChannels)
     throw Error(Errc::kInvalidArgument, "iris::ccl::Communicator: max_blocks " +
                                             std::to_string(options.max_blocks) +

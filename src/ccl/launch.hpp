@@ -11,6 +11,9 @@
 
 namespace iris::ccl::detail {
 
+/// Threads per block the kernels are compiled for at most (CommunicatorOptions::threads).
+inline constexpr int kMaxThreads = 512;
+
 enum class ReduceKind : int { kAllReducePull, kAllReduceTwoShot, kReduceScatter, kReduce };
 
 struct ReduceParams {

@@ -43,7 +43,7 @@ __device__ const char* const kExitNames[] = {
     "ccl send", "ccl recv", "ccl barrier"};
 // clang-format on
 
-__global__ void move_kernel(const __grid_constant__ MoveParams p) {
+__global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant__ MoveParams p) {
   const device::Communicator& comm = p.comm;
   const auto& ctx = comm.ctx;
   const iris::block block;
@@ -57,15 +57,20 @@ __global__ void move_kernel(const __grid_constant__ MoveParams p) {
     const bool sending = p.kind == MoveKind::kSend;
     EpochCounter* counter = sending ? &control->send[p.peer] : &control->recv[p.peer];
     const std::uint64_t seq = epoch_begin(counter);
-    check_channel(comm, channel, sending ? "ccl send" : "ccl recv");
+    if (!sending) check_channel(comm, channel, "ccl recv");
     const int self = ctx.rank();
     if (sending) {
-      if (threadIdx.x == 0) {
-        *ctx.translate(&control->send_offset[channel][self], p.peer) = ctx.offset_of(p.src);
-        *ctx.translate(&control->send_bytes[channel][self], p.peer) = p.bytes;
-        announce(comm, &control->ready[channel][self], seq, p.peer);
-        await(comm, &control->done[channel][p.peer], seq, p.peer, "ccl send (receiver done)");
+      // One block: thread c announces the buffer on channel c to the receiver's block c (the
+      // receiver pulls), then waits for that block to be done with it.
+      const std::size_t channels = p.bytes == 0 ? 1 : (p.bytes + p.tile - 1) / p.tile;
+      for (std::size_t ch = threadIdx.x; ch < channels; ch += blockDim.x) {
+        check_channel(comm, static_cast<int>(ch), "ccl send");
+        *ctx.translate(&control->send_offset[ch][self], p.peer) = ctx.offset_of(p.src);
+        *ctx.translate(&control->send_bytes[ch][self], p.peer) = p.bytes;
+        announce(comm, &control->ready[ch][self], seq, p.peer);
       }
+      for (std::size_t ch = threadIdx.x; ch < channels; ch += blockDim.x)
+        await(comm, &control->done[ch][p.peer], seq, p.peer, "ccl send (receiver done)");
       __syncthreads();
     } else {
       __shared__ std::uint64_t offset, bytes;

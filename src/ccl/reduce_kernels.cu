@@ -13,7 +13,7 @@ static_assert(sizeof(iris::device::packet) == kPacketBytes &&
               iris::device::kPacketPayloadBytes == kPacketPayload);
 
 template <class T>
-__global__ void reduce_kernel(const __grid_constant__ ReduceParams p) {
+__global__ void __launch_bounds__(kMaxThreads) reduce_kernel(const __grid_constant__ ReduceParams p) {
   const device::Communicator& comm = p.comm;
   const std::uint64_t epoch = device::begin(comm);
   const int channel = static_cast<int>(blockIdx.x);
@@ -58,7 +58,7 @@ __global__ void reduce_kernel(const __grid_constant__ ReduceParams p) {
 /// them has finished (it must have sent its packets of the call between, which it does only
 /// after its previous call ended).
 template <class T>
-__global__ void all_reduce_packets_kernel(const __grid_constant__ PacketParams p) {
+__global__ void __launch_bounds__(kMaxThreads) all_reduce_packets_kernel(const __grid_constant__ PacketParams p) {
   using iris::device::packet;
   const device::Communicator& comm = p.comm;
   const auto& ctx = comm.ctx;

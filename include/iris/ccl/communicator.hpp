@@ -54,8 +54,10 @@ struct CommunicatorOptions {
   /// Blocks a call uses at most (SM budget); 0: the GPU's multiprocessors divided by the ranks
   /// that share it, at most 64 (the smallest value across the team).
   int max_blocks = 0;
-  /// Threads per block of the collectives' kernels.
-  int threads = 512;
+  /// Threads per block of the collectives' kernels (32..512). With 256, two blocks of any of
+  /// them fit on an SM, so that a rank's send and receive kernels (or two ranks' collectives
+  /// beyond the default budget) stay co-resident.
+  int threads = 256;
 };
 
 class Communicator {
