@@ -461,8 +461,8 @@ void Communicator::broadcast_bytes(void* dst, const void* src, std::size_t bytes
   if (bytes == 0) return;
   s.heap_check(src, bytes, kCall, "src");
   s.heap_check(dst, bytes, kCall, "dst");
-  detail::check_aliasing(dst, bytes, src, bytes, s.index == root, kCall, "dst", "src",
-                         "only the root may pass dst == src");
+  detail::check_aliasing(dst, bytes, src, bytes, true, kCall, "dst", "src",
+                         "in place means dst == src");
   const Plan plan = s.plan(Collective::kBroadcast, bytes, options, dst == src, kCall);
   detail::MoveParams p{};
   p.kind = detail::MoveKind::kBroadcast;
@@ -483,10 +483,10 @@ void Communicator::gather_bytes(void* dst, const void* src, std::size_t bytes, i
   s.heap_check(src, bytes, kCall, "src");
   if (s.index == root) {
     s.heap_check(dst, all, kCall, "dst");
-    const void* mine = static_cast<std::byte*>(dst) + root * bytes;
+    const void* mine = static_cast<std::byte*>(dst) + s.index * bytes;
     if (src != mine)
       detail::check_aliasing(dst, all, src, bytes, false, kCall, "dst", "src",
-                             "in place means src == dst + root * count");
+                             "in place means src == dst + index() * count");
   }
   const Plan plan = s.plan(Collective::kGather, bytes, options, false, kCall);
   detail::MoveParams p{};

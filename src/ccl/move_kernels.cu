@@ -96,14 +96,17 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
   team_exchange(comm, channel, entry, kEntryNames[static_cast<int>(p.kind)]);
   const Slice s = slice_of(p.bytes, p.tile, c);
   switch (p.kind) {
-    case MoveKind::kAllGatherPull:
+    case MoveKind::kAllGatherPull: {
+      // In place (on every member), member k's part is already at dst + k * bytes there.
+      const bool in_place = p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
       for (int j = 0; j < members; ++j) {
         const int k = (me + j) % members;
         std::byte* out = p.dst + static_cast<std::size_t>(k) * p.bytes;
-        if (k == me && out == p.src) continue;
-        get(block, ctx, out + s.first, p.src + s.first, s.n, comm.world_rank(k));
+        if (in_place && k == me) continue;
+        get(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n, comm.world_rank(k));
       }
       break;
+    }
     case MoveKind::kAllGatherPush: {
       std::byte* out = p.dst + static_cast<std::size_t>(me) * p.bytes;
       for (int j = 0; j < members; ++j) {
@@ -136,16 +139,19 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
       }
       break;
     case MoveKind::kBroadcast:
+      // In place (dst == src on every member), the root's data is at dst.
       if (!(me == p.root && p.dst == p.src))
         get(block, ctx, p.dst + s.first, p.src + s.first, s.n, comm.world_rank(p.root));
       break;
     case MoveKind::kGather:
       if (me == p.root) {
+        // In place (on every member), member k's part is at dst + k * bytes there.
+        const bool in_place = p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
         for (int j = 0; j < members; ++j) {
           const int k = (me + j) % members;
           std::byte* out = p.dst + static_cast<std::size_t>(k) * p.bytes;
-          if (k == me && out == p.src) continue;
-          get(block, ctx, out + s.first, p.src + s.first, s.n, comm.world_rank(k));
+          if (in_place && k == me) continue;
+          get(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n, comm.world_rank(k));
         }
       }
       break;

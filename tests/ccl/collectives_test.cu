@@ -322,6 +322,9 @@ TEST(CclAllToAllv, VariableCountsFromDeviceTables) {
 }
 
 TEST(CclRooted, BroadcastGatherScatterEveryRootInAndOutOfPlace) {
+  // Every call gets its own data (the salt), so that a call reading the wrong buffer cannot
+  // pass on what an earlier call left there. In place means in place on every member.
+  int salt = 0;
   for (iris::ccl::Communicator* comm : {&world(), halves()}) {
     if (!comm) continue;
     const int n = comm->size();
@@ -330,47 +333,53 @@ TEST(CclRooted, BroadcastGatherScatterEveryRootInAndOutOfPlace) {
     for (std::size_t bytes : {std::size_t{1}, std::size_t{4099}, std::size_t{1} << 20}) {
       for (int root = 0; root < n; ++root) {
         for (bool in_place : {false, true}) {
-          // broadcast
+          ++salt;
+          // broadcast: dst == src on every member when in place
           {
             std::byte* dst = arenas().b;
-            std::byte* src = in_place && me == root ? dst : arenas().a;
+            std::byte* src = in_place ? dst : arenas().a;
             poison(dst, bytes);
-            fill_bytes(src, context().rank(), bytes);
+            fill_bytes(src, context().rank() + 1000 * salt, bytes);
             comm->broadcast(dst, src, bytes, root, nullptr);
             const auto got = download(dst, bytes);
             for (std::size_t j = 0; j < bytes; ++j)
-              if (got[j] != std::byte{byte_of(ranks[root], j)}) {
-                ADD_FAILURE() << "broadcast root " << root << " bytes " << bytes << " byte " << j;
+              if (got[j] != std::byte{byte_of(ranks[root] + 1000 * salt, j)}) {
+                ADD_FAILURE() << "broadcast root " << root << " bytes " << bytes
+                              << (in_place ? " in place" : "") << " byte " << j;
                 break;
               }
           }
-          // gather
+          ++salt;
+          // gather: src == dst + index * bytes on every member when in place
           {
             std::byte* dst = arenas().b;
-            std::byte* src = in_place && me == root ? dst + root * bytes : arenas().a;
+            std::byte* src = in_place ? dst + me * bytes : arenas().a;
             poison(dst, n * bytes);
-            fill_bytes(src, context().rank(), bytes);
+            fill_bytes(src, context().rank() + 1000 * salt, bytes);
             comm->gather(dst, src, bytes, root, nullptr);
             const auto got = download(dst, n * bytes);
             if (me == root) {
               for (std::size_t j = 0; j < n * bytes; ++j)
-                if (got[j] != std::byte{byte_of(ranks[j / bytes], j % bytes)}) {
-                  ADD_FAILURE() << "gather root " << root << " bytes " << bytes << " byte " << j;
+                if (got[j] != std::byte{byte_of(ranks[j / bytes] + 1000 * salt, j % bytes)}) {
+                  ADD_FAILURE() << "gather root " << root << " bytes " << bytes
+                                << (in_place ? " in place" : "") << " byte " << j;
                   break;
                 }
             }
           }
-          // scatter
+          ++salt;
+          // scatter: on the root, dst == src + root * bytes when in place
           {
             std::byte* src = arenas().a;
             std::byte* dst = in_place && me == root ? src + root * bytes : arenas().b;
             if (!(in_place && me == root)) poison(dst, bytes);
-            fill_bytes(src, context().rank(), n * bytes);
+            fill_bytes(src, context().rank() + 1000 * salt, n * bytes);
             comm->scatter(dst, src, bytes, root, nullptr);
             const auto got = download(dst, bytes);
             for (std::size_t j = 0; j < bytes; ++j)
-              if (got[j] != std::byte{byte_of(ranks[root], me * bytes + j)}) {
-                ADD_FAILURE() << "scatter root " << root << " bytes " << bytes << " byte " << j;
+              if (got[j] != std::byte{byte_of(ranks[root] + 1000 * salt, me * bytes + j)}) {
+                ADD_FAILURE() << "scatter root " << root << " bytes " << bytes
+                              << (in_place ? " in place" : "") << " byte " << j;
                 break;
               }
           }
@@ -394,6 +403,8 @@ TEST(CclSendRecv, RingBothDirectionsSeveralSizes) {
       std::byte* dst = arenas().b;
       poison(dst, bytes);
       fill_bytes(src, context().rank() + round, bytes);
+      // The streams below do not wait for the default stream's fill and poison.
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       // Sends and receives on two streams: a send waits for its receiver, so one stream would
       // deadlock the ring.
       comm.send(src, bytes, right, send_stream);

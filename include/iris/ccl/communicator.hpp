@@ -18,8 +18,10 @@
 //     with the same counts, types, operations, roots and options; calls on one communicator
 //     must not run concurrently (one stream at a time; make a second communicator for a second
 //     stream);
-//   - takes buffers on the symmetric heap (this rank's copies, e.g. Buffer::data()); anything
-//     else is an iris::Error naming the argument;
+//   - takes buffers on the symmetric heap (this rank's copies, e.g. Buffer::data()), the same
+//     allocations (heap offsets) on every member, since a kernel reaches a member's buffer by
+//     translating its own pointer; anything off the heap is an iris::Error naming the argument.
+//     A call is in place on every member or on none;
 //   - gives every member bit-identical results: reductions add the members' contributions in
 //     team order, whatever the algorithm;
 //   - waits (bounded by IRIS_WAIT_TIMEOUT) for the other members' kernels; a member that never
@@ -105,7 +107,7 @@ class Communicator {
   // ---- movement (bytes; the typed forms below take any trivially copyable type) ------------
 
   /// dst (size() parts) = every member's src part, in team order. In place: src == dst +
-  /// index() * bytes.
+  /// index() * bytes on every member.
   void all_gather_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
                         const Options& options = {});
   /// Part k of dst = part index() of member k's src (both size() parts). Out of place only.
@@ -120,10 +122,11 @@ class Communicator {
                          const std::int64_t* send_counts, const std::int64_t* send_offsets,
                          std::size_t element_bytes, cudaStream_t stream,
                          const Options& options = {});
-  /// dst = member root's src, on every member. On the root dst may equal src.
+  /// dst = member root's src, on every member. In place: dst == src on every member.
   void broadcast_bytes(void* dst, const void* src, std::size_t bytes, int root,
                        cudaStream_t stream, const Options& options = {});
-  /// On the root: part k of dst = member k's src. In place: src == dst + root * bytes.
+  /// On the root: part k of dst = member k's src. In place: src == dst + index() * bytes on
+  /// every member (dst then names the same allocation everywhere).
   void gather_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
                     const Options& options = {});
   /// dst = part index() of the root's src. In place on the root: dst == src + root * bytes.

@@ -60,8 +60,8 @@ IRIS_DEVICE_FN void end(const Communicator& comm, std::uint64_t epoch);
 IRIS_DEVICE_FN void sync(iris::block, const Communicator& comm, Round round);
 
 /// dst[k * count + i] = member k's src[i] for every member k (dst: team.size() * count
-/// elements). In place when src == dst + index * count. kPull reads from the members,
-/// kPush writes into them.
+/// elements). In place when src == dst + index * count, on every member (then member k's part
+/// is read from dst + k * count there). kPull reads from the members, kPush writes into them.
 template <class T>
 IRIS_DEVICE_FN void all_gather(iris::block, const Communicator& comm, Round round, T* dst,
                                const T* src, std::size_t count,

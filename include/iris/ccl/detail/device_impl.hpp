@@ -110,17 +110,18 @@ IRIS_DEVICE_FN void all_gather(iris::block group, const Communicator& comm, Roun
                                const T* src, std::size_t count, Algorithm algorithm) {
   const std::uint64_t entry = detail::exchange_value(round.epoch, 2 * round.step);
   detail::team_exchange(comm, round.channel, entry, "ccl all_gather (entry)");
+  // In place (on every member), member k's part already sits at dst + k * count on member k.
+  const bool in_place = src == dst + static_cast<std::size_t>(comm.index) * count;
   for (int k = 0; k < comm.team.size; ++k) {
+    if (in_place && k == comm.index) continue;
     if (algorithm == Algorithm::kPush) {
       // my part into member k's output
-      T* out = dst + static_cast<std::size_t>(comm.index) * count;
-      if (k == comm.index && out == src) continue;
-      iris::device::put(group, comm.ctx, out, src, count, comm.world_rank(k));
+      iris::device::put(group, comm.ctx, dst + static_cast<std::size_t>(comm.index) * count, src,
+                        count, comm.world_rank(k));
     } else {
       // member k's part into my output
       T* out = dst + static_cast<std::size_t>(k) * count;
-      if (k == comm.index && out == src) continue;
-      iris::device::get(group, comm.ctx, out, src, count, comm.world_rank(k));
+      iris::device::get(group, comm.ctx, out, in_place ? out : src, count, comm.world_rank(k));
     }
   }
   detail::team_exchange(comm, round.channel, entry + 1, "ccl all_gather (exit)");
