@@ -248,12 +248,20 @@ ForcedAlgorithms parse_forced_algorithms(std::string_view text) {
 }
 
 TuningTable TuningTable::defaults() {
-  // A starting point for an H200 (ranks sharing it under MPS, or one per GPU): packets for
-  // small all_reduce, two-shot above. `ccl_bench --tune` measures a machine's own table.
+  // Measured on an H200 with the ranks sharing it under MPS (ccl_bench, graph mode, float sums):
+  // packets win up to 512 KiB with 2 ranks and up to 64 KiB with 8, two-shot above; push
+  // all-gather wins at mid sizes. 3-4 ranks sit between (not measured: 128 KiB). `ccl_bench
+  // --tune` measures a machine's own table.
   std::vector<TuningEntry> e;
-  e.push_back({.collective = Collective::kAllReduce, .bytes_max = 256 << 10,
+  e.push_back({.collective = Collective::kAllReduce, .team_max = 2, .bytes_max = 512 << 10,
+               .algorithm = Algorithm::kOneShot});
+  e.push_back({.collective = Collective::kAllReduce, .team_max = 4, .bytes_max = 128 << 10,
+               .algorithm = Algorithm::kOneShot});
+  e.push_back({.collective = Collective::kAllReduce, .bytes_max = 64 << 10,
                .algorithm = Algorithm::kOneShot});
   e.push_back({.collective = Collective::kAllReduce, .algorithm = Algorithm::kTwoShot});
+  e.push_back({.collective = Collective::kAllGather, .bytes_max = 16 << 20,
+               .algorithm = Algorithm::kPush});
   e.push_back({.collective = Collective::kAllGather, .algorithm = Algorithm::kPull});
   return TuningTable(std::move(e));
 }

@@ -142,6 +142,12 @@ TEST(CclTuning, DefaultsCoverAllReduceAndParseBack) {
   auto small = table.candidates(Collective::kAllReduce, 8, 4096);
   ASSERT_FALSE(small.empty());
   EXPECT_EQ(small[0]->algorithm, Algorithm::kOneShot);
+  auto mid = table.candidates(Collective::kAllReduce, 2, 256 << 10);
+  ASSERT_FALSE(mid.empty());
+  EXPECT_EQ(mid[0]->algorithm, Algorithm::kOneShot);
+  mid = table.candidates(Collective::kAllReduce, 8, 256 << 10);
+  ASSERT_FALSE(mid.empty());
+  EXPECT_EQ(mid[0]->algorithm, Algorithm::kTwoShot);
   auto large = table.candidates(Collective::kAllReduce, 8, std::size_t{1} << 30);
   ASSERT_FALSE(large.empty());
   EXPECT_EQ(large[0]->algorithm, Algorithm::kTwoShot);
