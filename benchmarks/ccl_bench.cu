@@ -53,11 +53,14 @@ std::string string_arg(int argc, char** argv, const char* flag, const std::strin
 
 double bus_factor(Collective c, int n) {
   switch (c) {
-    case Collective::kAllReduce: return 2.0 * (n - 1) / n;
+    case Collective::kAllReduce:
+      return 2.0 * (n - 1) / n;
     case Collective::kAllGather:
     case Collective::kReduceScatter:
-    case Collective::kAllToAll: return static_cast<double>(n - 1) / n;
-    default: return 1.0;
+    case Collective::kAllToAll:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
@@ -70,18 +73,26 @@ double hbm_bytes(Case k, double size, int n) {
                  : k.algorithm == Algorithm::kOneShotPull ? (n + 1.0) * size
                                                           : 2.0 * size;
       break;
-    case Collective::kReduceScatter: per_rank = size * (1.0 + 1.0 / n); break;
-    default: per_rank = 2.0 * size; break;
+    case Collective::kReduceScatter:
+      per_rank = size * (1.0 + 1.0 / n);
+      break;
+    default:
+      per_rank = 2.0 * size;
+      break;
   }
   return per_rank * n;
 }
 
 std::string human(std::size_t bytes) {
   char text[32];
-  if (bytes >= (1u << 30)) std::snprintf(text, sizeof(text), "%zuG", bytes >> 30);
-  else if (bytes >= (1u << 20)) std::snprintf(text, sizeof(text), "%zuM", bytes >> 20);
-  else if (bytes >= (1u << 10)) std::snprintf(text, sizeof(text), "%zuK", bytes >> 10);
-  else std::snprintf(text, sizeof(text), "%zu", bytes);
+  if (bytes >= (1u << 30))
+    std::snprintf(text, sizeof(text), "%zuG", bytes >> 30);
+  else if (bytes >= (1u << 20))
+    std::snprintf(text, sizeof(text), "%zuM", bytes >> 20);
+  else if (bytes >= (1u << 10))
+    std::snprintf(text, sizeof(text), "%zuK", bytes >> 10);
+  else
+    std::snprintf(text, sizeof(text), "%zu", bytes);
   return text;
 }
 
@@ -91,7 +102,8 @@ __global__ void fill_floats(float* p, std::size_t n, float value) {
     p[i] = value;
 }
 
-__global__ void count_not_equal(const float* p, std::size_t n, float value, unsigned long long* wrong) {
+__global__ void count_not_equal(const float* p, std::size_t n, float value,
+                                unsigned long long* wrong) {
   unsigned long long mine = 0;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x)
@@ -118,7 +130,8 @@ int main(int argc, char** argv) {
   const bool leader = ctx.rank() == 0;
 
   const auto devices = iris::bench::device_of_each_rank(ctx.bootstrap());
-  const bool one_gpu = std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices[0]; });
+  const bool one_gpu =
+      std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices[0]; });
   const std::string nccl_note =
       one_gpu ? "NCCL: skipped (the ranks share one GPU, and NCCL refuses two ranks on one GPU)"
               : "NCCL: skipped (this build of ccl_bench has no NCCL baseline)";
@@ -129,18 +142,22 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  std::vector<Case> cases = {
-      {Collective::kAllReduce, Algorithm::kOneShot},   {Collective::kAllReduce, Algorithm::kOneShotPull},
-      {Collective::kAllReduce, Algorithm::kTwoShot},   {Collective::kAllGather, Algorithm::kPull},
-      {Collective::kAllGather, Algorithm::kPush},      {Collective::kReduceScatter, Algorithm::kPull},
-      {Collective::kAllToAll, Algorithm::kPull},       {Collective::kBroadcast, Algorithm::kPull}};
+  std::vector<Case> cases = {{Collective::kAllReduce, Algorithm::kOneShot},
+                             {Collective::kAllReduce, Algorithm::kOneShotPull},
+                             {Collective::kAllReduce, Algorithm::kTwoShot},
+                             {Collective::kAllGather, Algorithm::kPull},
+                             {Collective::kAllGather, Algorithm::kPush},
+                             {Collective::kReduceScatter, Algorithm::kPull},
+                             {Collective::kAllToAll, Algorithm::kPull},
+                             {Collective::kBroadcast, Algorithm::kPull}};
   if (!only.empty())
-    cases.erase(std::remove_if(cases.begin(), cases.end(),
-                               [&](const Case& k) {
-                                 return only.find(std::string(iris::ccl::to_string(k.collective))) ==
-                                        std::string::npos;
-                               }),
-                cases.end());
+    cases.erase(
+        std::remove_if(cases.begin(), cases.end(),
+                       [&](const Case& k) {
+                         return only.find(std::string(iris::ccl::to_string(k.collective))) ==
+                                std::string::npos;
+                       }),
+        cases.end());
 
   // One call of `size` bytes (nccl-tests' size) with algorithm k and the given block budget.
   auto enqueue = [&](Case k, std::size_t size, int blocks) {
@@ -149,15 +166,24 @@ int main(int argc, char** argv) {
     const std::size_t part = size / n;
     switch (k.collective) {
       case Collective::kAllReduce:
-        comm.all_reduce(reinterpret_cast<float*>(b), reinterpret_cast<float*>(a), count, ReduceOp::kSum, stream, o);
+        comm.all_reduce(reinterpret_cast<float*>(b), reinterpret_cast<float*>(a), count,
+                        ReduceOp::kSum, stream, o);
         break;
-      case Collective::kAllGather: comm.all_gather_bytes(b, a, part, stream, o); break;
+      case Collective::kAllGather:
+        comm.all_gather_bytes(b, a, part, stream, o);
+        break;
       case Collective::kReduceScatter:
-        comm.reduce_scatter(reinterpret_cast<float*>(b), reinterpret_cast<float*>(a), count / n, ReduceOp::kSum, stream, o);
+        comm.reduce_scatter(reinterpret_cast<float*>(b), reinterpret_cast<float*>(a), count / n,
+                            ReduceOp::kSum, stream, o);
         break;
-      case Collective::kAllToAll: comm.all_to_all_bytes(b, a, part, stream, o); break;
-      case Collective::kBroadcast: comm.broadcast_bytes(b, a, size, 0, stream, o); break;
-      default: break;
+      case Collective::kAllToAll:
+        comm.all_to_all_bytes(b, a, part, stream, o);
+        break;
+      case Collective::kBroadcast:
+        comm.broadcast_bytes(b, a, size, 0, stream, o);
+        break;
+      default:
+        break;
     }
   };
   auto runnable = [&](Case k, std::size_t size) {
@@ -171,7 +197,8 @@ int main(int argc, char** argv) {
   // so movement collectives are counted by comparing against the expected rank's value).
   auto check = [&](Case k, std::size_t size) -> unsigned long long {
     const std::size_t floats = size / sizeof(float);
-    fill_floats<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(a), floats, float(ctx.rank() + 1));
+    fill_floats<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(a), floats,
+                                         float(ctx.rank() + 1));
     IRIS_CUDA_CHECK(cudaMemsetAsync(wrong, 0, sizeof(*wrong), stream));
     IRIS_CUDA_CHECK(cudaMemsetAsync(b, 0xff, size, stream));
     enqueue(k, size, 0);
@@ -181,7 +208,8 @@ int main(int argc, char** argv) {
         count_not_equal<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(b), floats, sum, wrong);
         break;
       case Collective::kReduceScatter:
-        count_not_equal<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(b), floats / n, sum, wrong);
+        count_not_equal<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(b), floats / n, sum,
+                                                 wrong);
         break;
       case Collective::kBroadcast:
         count_not_equal<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(b), floats, 1.0f, wrong);
@@ -189,21 +217,25 @@ int main(int argc, char** argv) {
       default: {  // all_gather / all_to_all: part k holds member k's value
         const std::size_t part = size / n / sizeof(float);
         for (int m = 0; m < n; ++m)
-          count_not_equal<<<64, 256, 0, stream>>>(reinterpret_cast<float*>(b + m * (size / n)), part, float(m + 1), wrong);
+          count_not_equal<<<64, 256, 0, stream>>>(reinterpret_cast<float*>(b + m * (size / n)),
+                                                  part, float(m + 1), wrong);
         break;
       }
     }
     unsigned long long host = 0;
     IRIS_CUDA_CHECK(cudaMemcpyAsync(&host, wrong, sizeof(host), cudaMemcpyDeviceToHost, stream));
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return static_cast<unsigned long long>(iris::bench::slowest_rank(ctx.bootstrap(), static_cast<double>(host)));
+    return static_cast<unsigned long long>(
+        iris::bench::slowest_rank(ctx.bootstrap(), static_cast<double>(host)));
   };
 
   auto time_ms = [&](Case k, std::size_t size, bool graph, int blocks) {
     iris::bench::Repeats repeats;
     repeats.samples = samples;
     repeats.warmup = 2;
-    repeats.calls_per_sample = size <= (std::size_t{1} << 20) ? 20 : size <= (std::size_t{64} << 20) ? 4 : 1;
+    repeats.calls_per_sample = size <= (std::size_t{1} << 20)    ? 20
+                               : size <= (std::size_t{64} << 20) ? 4
+                                                                 : 1;
     double ms = 0;
     if (!graph) {
       ms = iris::bench::summarize(iris::bench::time_calls_ms(
@@ -220,9 +252,11 @@ int main(int argc, char** argv) {
       const int per = repeats.calls_per_sample;
       repeats.calls_per_sample = 1;
       ms = iris::bench::summarize(iris::bench::time_calls_ms(
-                                      stream, repeats, [&](long) { IRIS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); },
+                                      stream, repeats,
+                                      [&](long) { IRIS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); },
                                       [&] { comm.barrier(stream); }))
-               .median / per;
+               .median /
+           per;
       IRIS_CUDA_CHECK(cudaGraphExecDestroy(exec));
       IRIS_CUDA_CHECK(cudaGraphDestroy(g));
     }
@@ -246,14 +280,18 @@ int main(int argc, char** argv) {
       });
     }
     ctx.barrier();
-    memcpy_gbps[i] = iris::bench::slowest_rank(ctx.bootstrap(), leader ? iris::bench::gb_per_s(2.0 * sizes[i], ms) : 0);
+    memcpy_gbps[i] = iris::bench::slowest_rank(
+        ctx.bootstrap(), leader ? iris::bench::gb_per_s(2.0 * sizes[i], ms) : 0);
   }
 
   std::vector<iris::bench::Row> rows;
   const std::size_t total = cases.size() * sizes.size();
   std::size_t done = 0;
   // best[collective][size index] = (time, algorithm) in graph mode, for --tune
-  struct Best { double ms = 1e30; Algorithm algorithm = Algorithm::kAuto; };
+  struct Best {
+    double ms = 1e30;
+    Algorithm algorithm = Algorithm::kAuto;
+  };
   std::vector<std::vector<Best>> best(iris::ccl::kCollectiveCount, std::vector<Best>(sizes.size()));
   for (const Case& k : cases) {
     for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -292,17 +330,21 @@ int main(int argc, char** argv) {
   std::vector<iris::bench::Row> ceiling;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     iris::bench::Row row;
-    row.number("size", static_cast<double>(sizes[i]), "%.0f").number("memcpy_d2d_GBps", memcpy_gbps[i], "%.1f");
+    row.number("size", static_cast<double>(sizes[i]), "%.0f")
+        .number("memcpy_d2d_GBps", memcpy_gbps[i], "%.1f");
     ceiling.push_back(row);
   }
 
   // SM budget: bandwidth against blocks per call at the largest size.
   std::vector<iris::bench::Row> budget_rows;
   const std::size_t sweep_size = sizes.empty() ? 0 : sizes.back();
-  for (Case k : {Case{Collective::kAllReduce, Algorithm::kTwoShot}, Case{Collective::kAllGather, Algorithm::kPull},
+  for (Case k : {Case{Collective::kAllReduce, Algorithm::kTwoShot},
+                 Case{Collective::kAllGather, Algorithm::kPull},
                  Case{Collective::kReduceScatter, Algorithm::kPull}}) {
     if (sweep_size == 0 || !runnable(k, sweep_size)) continue;
-    if (!only.empty() && only.find(std::string(iris::ccl::to_string(k.collective))) == std::string::npos) continue;
+    if (!only.empty() &&
+        only.find(std::string(iris::ccl::to_string(k.collective))) == std::string::npos)
+      continue;
     for (int blocks = 1; blocks <= comm.max_blocks(); blocks *= 2) {
       if (leader)
         std::fprintf(stderr, "[ccl_bench] SM budget %s %d blocks\n",
@@ -316,7 +358,8 @@ int main(int argc, char** argv) {
           .number("blocks", blocks, "%.0f")
           .number("busbw_GBps", algbw * bus_factor(k.collective, n), "%.2f");
       if (one_gpu) {
-        const double hbm = iris::bench::gb_per_s(hbm_bytes(k, static_cast<double>(sweep_size), n), ms);
+        const double hbm =
+            iris::bench::gb_per_s(hbm_bytes(k, static_cast<double>(sweep_size), n), ms);
         row.number("vs_memcpy", hbm / memcpy_gbps.back(), "%.3f");
       }
       budget_rows.push_back(row);
@@ -324,9 +367,11 @@ int main(int argc, char** argv) {
   }
 
   if (leader) {
-    const std::string note = "ranks " + std::to_string(n) + (one_gpu ? " sharing one GPU" : " on separate GPUs") +
-                             ", SM budget " + std::to_string(comm.max_blocks()) + " blocks; " + nccl_note;
-    iris::bench::report("ccl_bench: collectives (" + std::to_string(n) + " ranks)", rows, json, note);
+    const std::string note = "ranks " + std::to_string(n) +
+                             (one_gpu ? " sharing one GPU" : " on separate GPUs") + ", SM budget " +
+                             std::to_string(comm.max_blocks()) + " blocks; " + nccl_note;
+    iris::bench::report("ccl_bench: collectives (" + std::to_string(n) + " ranks)", rows, json,
+                        note);
     iris::bench::report("ccl_bench: cudaMemcpy D2D ceiling (read + write bytes)", ceiling,
                         json.empty() ? "" : json + ".memcpy.json");
     iris::bench::report("ccl_bench: busbw against the SM budget", budget_rows,

@@ -57,8 +57,7 @@ std::size_t checked_bytes(std::size_t count, std::size_t element, const char* ca
 void check_on_heap(const HeapRange& heap, const void* ptr, std::size_t bytes, const char* call,
                    const char* name) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
-  if (ptr == nullptr)
-    invalid(std::string("iris::ccl::") + call + ": `" + name + "` is null");
+  if (ptr == nullptr) invalid(std::string("iris::ccl::") + call + ": `" + name + "` is null");
   if (p < heap.begin || p >= heap.end || bytes > heap.end - p)
     invalid(std::string("iris::ccl::") + call + ": `" + name + "` (" + address(ptr) + ", " +
             std::to_string(bytes) + " bytes) is not on the symmetric heap [" +
@@ -70,8 +69,7 @@ void check_on_heap(const HeapRange& heap, const void* ptr, std::size_t bytes, co
 void check_root(int root, int team_size, const char* call, const char* name) {
   if (root < 0 || root >= team_size)
     invalid(std::string("iris::ccl::") + call + ": " + name + " " + std::to_string(root) +
-            " is not a member of the team (team indices 0.." + std::to_string(team_size - 1) +
-            ")");
+            " is not a member of the team (team indices 0.." + std::to_string(team_size - 1) + ")");
 }
 
 void check_aliasing(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes,

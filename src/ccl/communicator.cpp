@@ -109,15 +109,16 @@ struct Communicator::State {
   Plan plan(Collective c, std::size_t bytes, const Options& options, bool in_place,
             const char* call) const {
     if (options.max_blocks < 0 || options.max_blocks > kMaxChannels)
-      throw Error(Errc::kInvalidArgument,
-                  std::string("iris::ccl::") + call + ": Options::max_blocks " +
-                      std::to_string(options.max_blocks) + " is outside 0.." +
-                      std::to_string(kMaxChannels));
+      throw Error(Errc::kInvalidArgument, std::string("iris::ccl::") + call +
+                                              ": Options::max_blocks " +
+                                              std::to_string(options.max_blocks) +
+                                              " is outside 0.." + std::to_string(kMaxChannels));
     Plan plan;
     int blocks = options.max_blocks;
     plan.chunk = options.chunk_bytes;
-    const Algorithm forced =
-        options.algorithm != Algorithm::kAuto ? options.algorithm : this->forced[static_cast<int>(c)];
+    const Algorithm forced = options.algorithm != Algorithm::kAuto
+                                 ? options.algorithm
+                                 : this->forced[static_cast<int>(c)];
     if (forced != Algorithm::kAuto) {
       if (const char* why = unfit(c, forced, bytes, in_place))
         throw Error(Errc::kInvalidArgument,
@@ -139,7 +140,8 @@ struct Communicator::State {
     }
     if (blocks <= 0 || blocks > kMaxChannels) blocks = max_blocks;
     if (plan.chunk == 0)
-      plan.chunk = plan.algorithm == Algorithm::kOneShot ? kDefaultPacketChunkBytes : kDefaultChunkBytes;
+      plan.chunk =
+          plan.algorithm == Algorithm::kOneShot ? kDefaultPacketChunkBytes : kDefaultChunkBytes;
     plan.blocks = static_cast<int>(std::clamp<std::size_t>(ceil_div(bytes, plan.chunk), 1, blocks));
     return plan;
   }
@@ -153,7 +155,8 @@ struct Communicator::State {
   /// Launch for a movement collective of parts of `bytes` bytes.
   void move(detail::MoveParams params, const Plan& plan, cudaStream_t stream) const {
     params.comm = handle();
-    const std::size_t tile = round_up(ceil_div(std::max<std::size_t>(params.bytes, 1), plan.blocks), 256);
+    const std::size_t tile =
+        round_up(ceil_div(std::max<std::size_t>(params.bytes, 1), plan.blocks), 256);
     params.tile = tile;
     int blocks = params.kind == detail::MoveKind::kAllToAllv
                      ? plan.blocks
@@ -173,14 +176,13 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
     : state_(std::make_unique<State>()) {
   detail::check_team(team, ctx.world_size(), ctx.rank());
   if (options.threads < 32 || options.threads > detail::kMaxThreads || options.threads % 32 != 0)
-    throw Error(Errc::kInvalidArgument, "iris::ccl::Communicator: threads " +
-                                            std::to_string(options.threads) +
-                                            " must be a multiple of 32 in 32.." +
-                                            std::to_string(detail::kMaxThreads));
+    throw Error(Errc::kInvalidArgument,
+                "iris::ccl::Communicator: threads " + std::to_string(options.threads) +
+                    " must be a multiple of 32 in 32.." + std::to_string(detail::kMaxThreads));
   if (options.max_blocks < 0 || options.max_blocks > kMaxChannels)
     throw Error(Errc::kInvalidArgument, "iris::ccl::Communicator: max_blocks " +
-                                            std::to_string(options.max_blocks) +
-                                            " is outside 0.." + std::to_string(kMaxChannels));
+                                            std::to_string(options.max_blocks) + " is outside 0.." +
+                                            std::to_string(kMaxChannels));
   const std::size_t min_packets = 2 * static_cast<std::size_t>(team.size) * detail::kPacketBytes;
   if (options.packet_bytes < min_packets || options.packet_bytes % 256 != 0)
     throw Error(Errc::kInvalidArgument,
@@ -209,7 +211,8 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
     int sharing = 0;
     for (const PeerInfo& q : all)
       sharing += q.host == p.host && std::strncmp(q.pci_bus, p.pci_bus, sizeof(p.pci_bus)) == 0;
-    const int own = p.max_blocks > 0 ? p.max_blocks : std::max(1, p.multiprocessors / std::max(1, sharing));
+    const int own =
+        p.max_blocks > 0 ? p.max_blocks : std::max(1, p.multiprocessors / std::max(1, sharing));
     budget = std::min(budget, own);
   }
   s.max_blocks = std::max(1, budget);
@@ -255,13 +258,27 @@ Communicator& Communicator::operator=(Communicator&& other) noexcept {
   return *this;
 }
 
-const iris::team& Communicator::team() const { return state_->team; }
-int Communicator::index() const { return state_->index; }
-int Communicator::size() const { return state_->team.size; }
-int Communicator::max_blocks() const { return state_->max_blocks; }
-std::size_t Communicator::one_shot_capacity() const { return state_->one_shot_capacity(); }
-device::Communicator Communicator::device() const { return state_->handle(); }
-const TuningTable& Communicator::tuning() const { return state_->table; }
+const iris::team& Communicator::team() const {
+  return state_->team;
+}
+int Communicator::index() const {
+  return state_->index;
+}
+int Communicator::size() const {
+  return state_->team.size;
+}
+int Communicator::max_blocks() const {
+  return state_->max_blocks;
+}
+std::size_t Communicator::one_shot_capacity() const {
+  return state_->one_shot_capacity();
+}
+device::Communicator Communicator::device() const {
+  return state_->handle();
+}
+const TuningTable& Communicator::tuning() const {
+  return state_->table;
+}
 
 Algorithm Communicator::select(Collective collective, std::size_t bytes, const Options& options,
                                bool in_place) const {
@@ -345,8 +362,8 @@ void Communicator::reduce_scatter(void* dst, const void* src, std::size_t count,
                         stream);
 }
 
-void Communicator::reduce(void* dst, const void* src, std::size_t count, DataType type,
-                          ReduceOp op, int root, cudaStream_t stream, const Options& options) {
+void Communicator::reduce(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op,
+                          int root, cudaStream_t stream, const Options& options) {
   const State& s = *state_;
   constexpr const char* kCall = "reduce";
   check_enums(type, op, kCall);
@@ -435,8 +452,9 @@ void Communicator::all_to_allv_bytes(void* dst, const std::int64_t* recv_counts,
   s.heap_check(src, 1, kCall, "src");
   s.heap_check(dst, 1, kCall, "dst");
   if (dst == src)
-    throw Error(Errc::kInvalidArgument, "iris::ccl::all_to_allv: dst == src; all_to_allv is "
-                                        "out of place only");
+    throw Error(Errc::kInvalidArgument,
+                "iris::ccl::all_to_allv: dst == src; all_to_allv is "
+                "out of place only");
   // Sizes live on the device: the budget decides the grid.
   Options opts = options;
   const Plan plan = s.plan(Collective::kAllToAllv, std::size_t{1} << 40, opts, false, kCall);

@@ -134,7 +134,8 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
         if (count <= 0) continue;
         const std::size_t bytes = static_cast<std::size_t>(count) * p.element_bytes;
         const Slice v = slice_of(bytes, even_tile(bytes), c);
-        get(block, ctx, p.dst + static_cast<std::size_t>(p.recv_offsets[k]) * p.element_bytes + v.first,
+        get(block, ctx,
+            p.dst + static_cast<std::size_t>(p.recv_offsets[k]) * p.element_bytes + v.first,
             p.src + static_cast<std::size_t>(at) * p.element_bytes + v.first, v.n, from);
       }
       break;
@@ -151,7 +152,8 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
           const int k = (me + j) % members;
           std::byte* out = p.dst + static_cast<std::size_t>(k) * p.bytes;
           if (in_place && k == me) continue;
-          get(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n, comm.world_rank(k));
+          get(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n,
+              comm.world_rank(k));
         }
       }
       break;

@@ -13,7 +13,8 @@ static_assert(sizeof(iris::device::packet) == kPacketBytes &&
               iris::device::kPacketPayloadBytes == kPacketPayload);
 
 template <class T>
-__global__ void __launch_bounds__(kMaxThreads) reduce_kernel(const __grid_constant__ ReduceParams p) {
+__global__ void __launch_bounds__(kMaxThreads)
+    reduce_kernel(const __grid_constant__ ReduceParams p) {
   const device::Communicator& comm = p.comm;
   const std::uint64_t epoch = device::begin(comm);
   const int channel = static_cast<int>(blockIdx.x);
@@ -58,7 +59,8 @@ __global__ void __launch_bounds__(kMaxThreads) reduce_kernel(const __grid_consta
 /// them has finished (it must have sent its packets of the call between, which it does only
 /// after its previous call ended).
 template <class T>
-__global__ void __launch_bounds__(kMaxThreads) all_reduce_packets_kernel(const __grid_constant__ PacketParams p) {
+__global__ void __launch_bounds__(kMaxThreads)
+    all_reduce_packets_kernel(const __grid_constant__ PacketParams p) {
   using iris::device::packet;
   const device::Communicator& comm = p.comm;
   const auto& ctx = comm.ctx;
@@ -93,7 +95,8 @@ __global__ void __launch_bounds__(kMaxThreads) all_reduce_packets_kernel(const _
       T e[E];
       memcpy(e, &word, sizeof(e));
 #pragma unroll
-      for (int x = 0; x < E; ++x) acc[x] = k == 0 ? widen<T>(e[x]) : combine(p.op, acc[x], widen<T>(e[x]));
+      for (int x = 0; x < E; ++x)
+        acc[x] = k == 0 ? widen<T>(e[x]) : combine(p.op, acc[x], widen<T>(e[x]));
     }
     T out[E];
 #pragma unroll
@@ -108,12 +111,18 @@ __global__ void __launch_bounds__(kMaxThreads) all_reduce_packets_kernel(const _
 template <class F>
 void with_type(DataType type, F&& f) {
   switch (type) {
-    case DataType::kFloat32: return f(float{});
-    case DataType::kFloat16: return f(__half{});
-    case DataType::kBFloat16: return f(__nv_bfloat16{});
-    case DataType::kInt32: return f(std::int32_t{});
-    case DataType::kInt64: return f(std::int64_t{});
-    case DataType::kUInt8: return f(std::uint8_t{});
+    case DataType::kFloat32:
+      return f(float{});
+    case DataType::kFloat16:
+      return f(__half{});
+    case DataType::kBFloat16:
+      return f(__nv_bfloat16{});
+    case DataType::kInt32:
+      return f(std::int32_t{});
+    case DataType::kInt64:
+      return f(std::int64_t{});
+    case DataType::kUInt8:
+      return f(std::uint8_t{});
   }
   throw Error(Errc::kInvalidArgument, "iris::ccl: unknown data type");
 }
@@ -122,9 +131,8 @@ void with_type(DataType type, F&& f) {
 
 void launch_reduce(const ReduceParams& params, DataType type, int blocks, int threads,
                    cudaStream_t stream) {
-  with_type(type, [&](auto t) {
-    reduce_kernel<decltype(t)><<<blocks, threads, 0, stream>>>(params);
-  });
+  with_type(type,
+            [&](auto t) { reduce_kernel<decltype(t)><<<blocks, threads, 0, stream>>>(params); });
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -85,10 +85,19 @@ class JsonReader {
         if (pos_ >= text_.size()) fail("unfinished escape");
         const char e = text_[pos_++];
         switch (e) {
-          case '"': case '\\': case '/': out += e; break;
-          case 'n': out += '\n'; break;
-          case 't': out += '\t'; break;
-          default: fail(std::string("unsupported escape \\") + e);
+          case '"':
+          case '\\':
+          case '/':
+            out += e;
+            break;
+          case 'n':
+            out += '\n';
+            break;
+          case 't':
+            out += '\t';
+            break;
+          default:
+            fail(std::string("unsupported escape \\") + e);
         }
       } else {
         out += c;
@@ -205,8 +214,8 @@ Collective parse_collective(std::string_view name) {
     if (kCollectiveNames[i] == name) return static_cast<Collective>(i);
   std::string known;
   for (auto n : kCollectiveNames) known += (known.empty() ? "" : ", ") + std::string(n);
-  throw Error(Errc::kInvalidArgument, "iris::ccl: unknown collective \"" + std::string(name) +
-                                          "\" (known: " + known + ")");
+  throw Error(Errc::kInvalidArgument,
+              "iris::ccl: unknown collective \"" + std::string(name) + "\" (known: " + known + ")");
 }
 
 bool collective_has(Collective collective, Algorithm algorithm) {
@@ -253,15 +262,20 @@ TuningTable TuningTable::defaults() {
   // all-gather wins at mid sizes. 3-4 ranks sit between (not measured: 128 KiB). `ccl_bench
   // --tune` measures a machine's own table.
   std::vector<TuningEntry> e;
-  e.push_back({.collective = Collective::kAllReduce, .team_max = 2, .bytes_max = 512 << 10,
+  e.push_back({.collective = Collective::kAllReduce,
+               .team_max = 2,
+               .bytes_max = 512 << 10,
                .algorithm = Algorithm::kOneShot});
-  e.push_back({.collective = Collective::kAllReduce, .team_max = 4, .bytes_max = 128 << 10,
+  e.push_back({.collective = Collective::kAllReduce,
+               .team_max = 4,
+               .bytes_max = 128 << 10,
                .algorithm = Algorithm::kOneShot});
-  e.push_back({.collective = Collective::kAllReduce, .bytes_max = 64 << 10,
+  e.push_back({.collective = Collective::kAllReduce,
+               .bytes_max = 64 << 10,
                .algorithm = Algorithm::kOneShot});
   e.push_back({.collective = Collective::kAllReduce, .algorithm = Algorithm::kTwoShot});
-  e.push_back({.collective = Collective::kAllGather, .bytes_max = 16 << 20,
-               .algorithm = Algorithm::kPush});
+  e.push_back(
+      {.collective = Collective::kAllGather, .bytes_max = 16 << 20, .algorithm = Algorithm::kPush});
   e.push_back({.collective = Collective::kAllGather, .algorithm = Algorithm::kPull});
   return TuningTable(std::move(e));
 }
@@ -281,14 +295,16 @@ TuningTable TuningTable::parse(std::string_view json, std::string_view source) {
     for (const auto& [key, value] : obj) {
       if (key == "collective") {
         try {
-          entry.collective = parse_collective(as<std::string>(reader, value, "\"collective\" must be a string"));
+          entry.collective =
+              parse_collective(as<std::string>(reader, value, "\"collective\" must be a string"));
         } catch (const Error& error) {
           reader.fail_at(value.offset, error.message());
         }
         has_collective = true;
       } else if (key == "algorithm") {
         try {
-          entry.algorithm = parse_algorithm(as<std::string>(reader, value, "\"algorithm\" must be a string"));
+          entry.algorithm =
+              parse_algorithm(as<std::string>(reader, value, "\"algorithm\" must be a string"));
         } catch (const Error& error) {
           reader.fail_at(value.offset, error.message());
         }
@@ -338,8 +354,10 @@ std::string TuningTable::to_json() const {
     out += "  {\"collective\": " + quoted(to_string(e.collective));
     if (e.team_min != unbounded.team_min) out += ", \"team_min\": " + std::to_string(e.team_min);
     if (e.team_max != unbounded.team_max) out += ", \"team_max\": " + std::to_string(e.team_max);
-    if (e.bytes_min != unbounded.bytes_min) out += ", \"bytes_min\": " + std::to_string(e.bytes_min);
-    if (e.bytes_max != unbounded.bytes_max) out += ", \"bytes_max\": " + std::to_string(e.bytes_max);
+    if (e.bytes_min != unbounded.bytes_min)
+      out += ", \"bytes_min\": " + std::to_string(e.bytes_min);
+    if (e.bytes_max != unbounded.bytes_max)
+      out += ", \"bytes_max\": " + std::to_string(e.bytes_max);
     out += ", \"algorithm\": " + quoted(to_string(e.algorithm));
     if (e.max_blocks != 0) out += ", \"max_blocks\": " + std::to_string(e.max_blocks);
     if (e.chunk_bytes != 0) out += ", \"chunk_bytes\": " + std::to_string(e.chunk_bytes);

@@ -56,11 +56,13 @@ TEST(CclChecks, BuffersMustLieOnTheHeap) {
   const HeapRange range{reinterpret_cast<std::uintptr_t>(heap),
                         reinterpret_cast<std::uintptr_t>(heap) + sizeof(heap)};
   EXPECT_NO_THROW(detail::check_on_heap(range, heap + 16, 4080, "all_reduce", "dst"));
-  EXPECT_THAT(message_of([&] { detail::check_on_heap(range, heap + 16, 4081, "all_reduce", "dst"); }),
-              HasSubstr("all_reduce: `dst`"));
+  EXPECT_THAT(
+      message_of([&] { detail::check_on_heap(range, heap + 16, 4081, "all_reduce", "dst"); }),
+      HasSubstr("all_reduce: `dst`"));
   int stack_value = 0;
-  EXPECT_THAT(message_of([&] { detail::check_on_heap(range, &stack_value, 4, "broadcast", "src"); }),
-              HasSubstr("is not on the symmetric heap"));
+  EXPECT_THAT(
+      message_of([&] { detail::check_on_heap(range, &stack_value, 4, "broadcast", "src"); }),
+      HasSubstr("is not on the symmetric heap"));
   EXPECT_THAT(message_of([&] { detail::check_on_heap(range, nullptr, 4, "send", "src"); }),
               HasSubstr("`src` is null"));
 }
@@ -73,11 +75,15 @@ TEST(CclChecks, RootsAndAliasing) {
   alignas(16) static std::byte buf[256];
   EXPECT_NO_THROW(detail::check_aliasing(buf, 64, buf + 64, 64, false, "x", "dst", "src", ""));
   EXPECT_NO_THROW(detail::check_aliasing(buf, 64, buf, 64, true, "x", "dst", "src", ""));
-  EXPECT_THAT(message_of([] { detail::check_aliasing(buf, 64, buf, 64, false, "all_to_all", "dst",
-                                                     "src", "out of place only"); }),
+  EXPECT_THAT(message_of([] {
+                detail::check_aliasing(buf, 64, buf, 64, false, "all_to_all", "dst", "src",
+                                       "out of place only");
+              }),
               HasSubstr("overlap in a way this call cannot take (out of place only)"));
-  EXPECT_THAT(message_of([] { detail::check_aliasing(buf, 64, buf + 4, 64, true, "all_reduce",
-                                                     "dst", "src", "dst == src"); }),
+  EXPECT_THAT(message_of([] {
+                detail::check_aliasing(buf, 64, buf + 4, 64, true, "all_reduce", "dst", "src",
+                                       "dst == src");
+              }),
               HasSubstr("all_reduce: `dst`"));
 }
 
@@ -113,26 +119,34 @@ TEST(CclTuning, ParsesEntriesAndRoundTrips) {
 TEST(CclTuning, BadTablesSayWhereAndWhat) {
   EXPECT_THAT(message_of([] { TuningTable::parse("[]", "t.json"); }),
               HasSubstr("t.json: the table must be a JSON object at byte 0"));
-  EXPECT_THAT(message_of([] { TuningTable::parse("{}", "t.json"); }), HasSubstr("missing \"entries\""));
+  EXPECT_THAT(message_of([] { TuningTable::parse("{}", "t.json"); }),
+              HasSubstr("missing \"entries\""));
   EXPECT_THAT(message_of([] { TuningTable::parse(R"({"entries": [{"algorithm": "pull"}]})"); }),
               HasSubstr("entry without \"collective\""));
+  EXPECT_THAT(
+      message_of([] {
+        TuningTable::parse(R"({"entries": [{"collective": "all_reduce", "algorithm": "ring"}]})");
+      }),
+      HasSubstr("unknown algorithm \"ring\""));
   EXPECT_THAT(message_of([] {
-                TuningTable::parse(R"({"entries": [{"collective": "all_reduce", "algorithm": "ring"}]})");
-              }),
-              HasSubstr("unknown algorithm \"ring\""));
-  EXPECT_THAT(message_of([] {
-                TuningTable::parse(R"({"entries": [{"collective": "all_gather", "algorithm": "two_shot"}]})");
+                TuningTable::parse(
+                    R"({"entries": [{"collective": "all_gather", "algorithm": "two_shot"}]})");
               }),
               HasSubstr("all_gather has no algorithm two_shot"));
-  EXPECT_THAT(message_of([] {
-                TuningTable::parse(R"({"entries": [{"collective": "all_reduce", "algorithm": "one_shot", "bytes_max": -1}]})");
-              }),
-              HasSubstr("\"bytes_max\" must be a whole number"));
-  EXPECT_THAT(message_of([] {
-                TuningTable::parse(R"({"entries": [{"collective": "all_reduce", "algorithm": "one_shot", "colour": 1}]})");
-              }),
-              HasSubstr("unknown key \"colour\""));
-  EXPECT_THAT(message_of([] { TuningTable::parse(R"({"entries": [)"); }), HasSubstr("unexpected end"));
+  EXPECT_THAT(
+      message_of([] {
+        TuningTable::parse(
+            R"({"entries": [{"collective": "all_reduce", "algorithm": "one_shot", "bytes_max": -1}]})");
+      }),
+      HasSubstr("\"bytes_max\" must be a whole number"));
+  EXPECT_THAT(
+      message_of([] {
+        TuningTable::parse(
+            R"({"entries": [{"collective": "all_reduce", "algorithm": "one_shot", "colour": 1}]})");
+      }),
+      HasSubstr("unknown key \"colour\""));
+  EXPECT_THAT(message_of([] { TuningTable::parse(R"({"entries": [)"); }),
+              HasSubstr("unexpected end"));
   EXPECT_THAT(message_of([] { TuningTable::from_file("/nonexistent/tuning.json"); }),
               HasSubstr("cannot read the tuning table \"/nonexistent/tuning.json\""));
 }

@@ -75,7 +75,8 @@ void check_all_reduce(iris::ccl::Communicator& comm, Algorithm algorithm, Reduce
 void all_reduce_everything(iris::ccl::Communicator& comm) {
   for_each_type([&](auto t) {
     using T = decltype(t);
-    for (Algorithm algorithm : {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot}) {
+    for (Algorithm algorithm :
+         {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot}) {
       for (ReduceOp op : kOps) {
         for (std::size_t count : kCounts) {
           if (algorithm == Algorithm::kOneShot && count * sizeof(T) > comm.one_shot_capacity())
@@ -101,7 +102,8 @@ TEST(CclAllReduce, StrictSubsetTeam) {
 TEST(CclAllReduce, FourMiBFloat) {
   for (Algorithm a : {Algorithm::kOneShotPull, Algorithm::kTwoShot})
     check_all_reduce<float>(world(), a, ReduceOp::kSum, std::size_t{1} << 20, false, 0);
-  check_all_reduce<float>(world(), Algorithm::kTwoShot, ReduceOp::kSum, std::size_t{1} << 20, true, 0);
+  check_all_reduce<float>(world(), Algorithm::kTwoShot, ReduceOp::kSum, std::size_t{1} << 20, true,
+                          0);
 }
 
 TEST(CclAllReduce, ForcedAlgorithmThatCannotRunIsAnError) {
@@ -238,7 +240,8 @@ TEST(CclAllGather, TypedStructsMoveAsBytes) {
   Pair* dst = reinterpret_cast<Pair*>(arenas().b);
   std::vector<Pair> mine(count);
   for (std::size_t i = 0; i < count; ++i)
-    mine[i] = {static_cast<std::int16_t>(i * 3 + context().rank()), static_cast<std::int8_t>(i % 100)};
+    mine[i] = {static_cast<std::int16_t>(i * 3 + context().rank()),
+               static_cast<std::int8_t>(i % 100)};
   upload(src, mine.data(), count * sizeof(Pair));
   comm.all_gather(dst, src, count, nullptr);
   const auto got = download(dst, comm.size() * count * sizeof(Pair));
@@ -296,7 +299,8 @@ TEST(CclAllToAllv, VariableCountsFromDeviceTables) {
   auto* src = reinterpret_cast<std::int32_t*>(arenas().a);
   auto* dst = reinterpret_cast<std::int32_t*>(arenas().b);
   std::vector<std::int32_t> mine(at);
-  for (std::int64_t i = 0; i < at; ++i) mine[i] = context().rank() * 1000003 + static_cast<std::int32_t>(i);
+  for (std::int64_t i = 0; i < at; ++i)
+    mine[i] = context().rank() * 1000003 + static_cast<std::int32_t>(i);
   upload(src, mine.data(), at * 4);
   poison(dst, (in + 5) * 4);
   comm.all_to_allv(dst, tables + 2 * n, tables + 3 * n, src, tables, tables + n, nullptr);

@@ -46,7 +46,8 @@ inline double pattern(ReduceOp op, int r, std::size_t i) {
     const double kValues[] = {1.0, -1.0, 2.0, 0.5};
     return kValues[(i + 3 * static_cast<std::size_t>(r)) % 4];
   }
-  return static_cast<double>(static_cast<long long>((i * 7 + static_cast<std::size_t>(r) * 13) % 31) - 15);
+  return static_cast<double>(
+      static_cast<long long>((i * 7 + static_cast<std::size_t>(r) * 13) % 31) - 15);
 }
 
 template <class T>
@@ -79,37 +80,58 @@ T expected(ReduceOp op, const std::vector<int>& ranks, std::size_t i) {
       switch (op) {
         case ReduceOp::kSum:
         case ReduceOp::kAvg:
-          acc = static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) + static_cast<std::uint64_t>(v));
+          acc = static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) +
+                                          static_cast<std::uint64_t>(v));
           break;
         case ReduceOp::kProd:
-          acc = static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) * static_cast<std::uint64_t>(v));
+          acc = static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) *
+                                          static_cast<std::uint64_t>(v));
           break;
-        case ReduceOp::kMin: acc = std::min(acc, v); break;
-        case ReduceOp::kMax: acc = std::max(acc, v); break;
+        case ReduceOp::kMin:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::kMax:
+          acc = std::max(acc, v);
+          break;
       }
     }
     if (op == ReduceOp::kAvg) acc /= n;
     return static_cast<T>(static_cast<std::uint64_t>(acc));
   } else {
     auto to_double = [](T v) {
-      if constexpr (std::is_same_v<T, __half>) return static_cast<double>(__half2float(v));
-      else if constexpr (std::is_same_v<T, __nv_bfloat16>) return static_cast<double>(__bfloat162float(v));
-      else return static_cast<double>(v);
+      if constexpr (std::is_same_v<T, __half>)
+        return static_cast<double>(__half2float(v));
+      else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        return static_cast<double>(__bfloat162float(v));
+      else
+        return static_cast<double>(v);
     };
     double acc = to_double(make<T>(op, ranks[0], i));
     for (int k = 1; k < n; ++k) {
       const double v = to_double(make<T>(op, ranks[k], i));
       switch (op) {
-        case ReduceOp::kSum: case ReduceOp::kAvg: acc += v; break;
-        case ReduceOp::kProd: acc *= v; break;
-        case ReduceOp::kMin: acc = std::min(acc, v); break;
-        case ReduceOp::kMax: acc = std::max(acc, v); break;
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg:
+          acc += v;
+          break;
+        case ReduceOp::kProd:
+          acc *= v;
+          break;
+        case ReduceOp::kMin:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::kMax:
+          acc = std::max(acc, v);
+          break;
       }
     }
     if (op == ReduceOp::kAvg) acc /= n;
-    if constexpr (std::is_same_v<T, __half>) return __float2half_rn(static_cast<float>(acc));
-    else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(acc));
-    else return static_cast<T>(acc);
+    if constexpr (std::is_same_v<T, __half>)
+      return __float2half_rn(static_cast<float>(acc));
+    else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      return __float2bfloat16_rn(static_cast<float>(acc));
+    else
+      return static_cast<T>(acc);
   }
 }
 
@@ -155,12 +177,24 @@ void for_each_type(F&& f) {
   f(std::uint8_t{});
 }
 
-inline const char* type_name(float) { return "float"; }
-inline const char* type_name(__half) { return "half"; }
-inline const char* type_name(__nv_bfloat16) { return "bfloat16"; }
-inline const char* type_name(std::int32_t) { return "int32"; }
-inline const char* type_name(std::int64_t) { return "int64"; }
-inline const char* type_name(std::uint8_t) { return "uint8"; }
+inline const char* type_name(float) {
+  return "float";
+}
+inline const char* type_name(__half) {
+  return "half";
+}
+inline const char* type_name(__nv_bfloat16) {
+  return "bfloat16";
+}
+inline const char* type_name(std::int32_t) {
+  return "int32";
+}
+inline const char* type_name(std::int64_t) {
+  return "int64";
+}
+inline const char* type_name(std::uint8_t) {
+  return "uint8";
+}
 
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                              ReduceOp::kAvg};

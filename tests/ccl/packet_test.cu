@@ -32,7 +32,8 @@ __global__ void exchange_rounds(const __grid_constant__ iris::device::Context ct
     const int parity = round & 1;
     // A packet carries 8 bytes that different threads wrote: sync before sending. (The sends
     // of the previous round are over: the receives after them synced the block.)
-    for (std::size_t j = threadIdx.x; j < bytes; j += blockDim.x) out[j] = std::byte{byte_of(me, round, j)};
+    for (std::size_t j = threadIdx.x; j < bytes; j += blockDim.x)
+      out[j] = std::byte{byte_of(me, round, j)};
     __syncthreads();
     for (int peer = 0; peer < world; ++peer) {
       if (peer == me) continue;
@@ -78,7 +79,8 @@ __global__ void thread_forms(const __grid_constant__ iris::device::Context ctx, 
   std::uint64_t payload = 0;
   // Flag 9 is written by nobody yet: the poll must say no.
   result[1] = iris::device::packet_poll(slot, 9, payload) ? 1 : 0;
-  iris::device::packet_put(ctx, slot, 0x0123456789abcdefull ^ static_cast<std::uint64_t>(ctx.rank()), 5, right);
+  iris::device::packet_put(
+      ctx, slot, 0x0123456789abcdefull ^ static_cast<std::uint64_t>(ctx.rank()), 5, right);
   result[0] = iris::device::packet_wait(ctx, slot, 5, left);
 }
 

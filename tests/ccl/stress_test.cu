@@ -25,7 +25,7 @@ struct Call {
   Algorithm algorithm;
   ReduceOp op;
   std::size_t count;
-  std::size_t in;   // element offsets into the arenas
+  std::size_t in;  // element offsets into the arenas
   std::size_t out;
   int root;
 };
@@ -52,11 +52,14 @@ TEST(CclStress, ThousandRandomCollectivesBackToBackNoHostSync) {
     call.op = ops[rng() % 3];
     const Algorithm ar[] = {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot};
     call.algorithm = call.kind == Kind::kAllReduce ? ar[rng() % 3]
-                     : call.kind == Kind::kAllGather ? (rng() % 2 ? Algorithm::kPush : Algorithm::kPull)
-                                                     : Algorithm::kAuto;
+                     : call.kind == Kind::kAllGather
+                         ? (rng() % 2 ? Algorithm::kPush : Algorithm::kPull)
+                         : Algorithm::kAuto;
     call.root = static_cast<int>(rng() % n);
-    const std::size_t parts_in = call.kind == Kind::kReduceScatter || call.kind == Kind::kAllToAll ? n : 1;
-    const std::size_t parts_out = call.kind == Kind::kAllGather || call.kind == Kind::kAllToAll ? n : 1;
+    const std::size_t parts_in =
+        call.kind == Kind::kReduceScatter || call.kind == Kind::kAllToAll ? n : 1;
+    const std::size_t parts_out =
+        call.kind == Kind::kAllGather || call.kind == Kind::kAllToAll ? n : 1;
     if (in + parts_in * call.count + 4 > limit || out + parts_out * call.count + 4 > limit) break;
     call.in = in;
     call.out = out;
@@ -68,8 +71,10 @@ TEST(CclStress, ThousandRandomCollectivesBackToBackNoHostSync) {
   std::vector<std::int32_t> host(in);
   for (std::size_t c = 0; c < calls.size(); ++c) {
     const Call& call = calls[c];
-    const std::size_t parts = call.kind == Kind::kReduceScatter || call.kind == Kind::kAllToAll ? n : 1;
-    for (std::size_t i = 0; i < parts * call.count; ++i) host[call.in + i] = value(ctx.rank(), c, i);
+    const std::size_t parts =
+        call.kind == Kind::kReduceScatter || call.kind == Kind::kAllToAll ? n : 1;
+    for (std::size_t i = 0; i < parts * call.count; ++i)
+      host[call.in + i] = value(ctx.rank(), c, i);
   }
   upload(a, host.data(), in * sizeof(std::int32_t));
   poison(b, out * sizeof(std::int32_t));
@@ -79,11 +84,21 @@ TEST(CclStress, ThousandRandomCollectivesBackToBackNoHostSync) {
     std::int32_t* src = a + call.in;
     std::int32_t* dst = b + call.out;
     switch (call.kind) {
-      case Kind::kAllReduce: comm.all_reduce(dst, src, call.count, call.op, nullptr, {.algorithm = call.algorithm}); break;
-      case Kind::kReduceScatter: comm.reduce_scatter(dst, src, call.count, call.op, nullptr); break;
-      case Kind::kAllGather: comm.all_gather(dst, src, call.count, nullptr, {.algorithm = call.algorithm}); break;
-      case Kind::kBroadcast: comm.broadcast(dst, src, call.count, call.root, nullptr); break;
-      case Kind::kAllToAll: comm.all_to_all(dst, src, call.count, nullptr); break;
+      case Kind::kAllReduce:
+        comm.all_reduce(dst, src, call.count, call.op, nullptr, {.algorithm = call.algorithm});
+        break;
+      case Kind::kReduceScatter:
+        comm.reduce_scatter(dst, src, call.count, call.op, nullptr);
+        break;
+      case Kind::kAllGather:
+        comm.all_gather(dst, src, call.count, nullptr, {.algorithm = call.algorithm});
+        break;
+      case Kind::kBroadcast:
+        comm.broadcast(dst, src, call.count, call.root, nullptr);
+        break;
+      case Kind::kAllToAll:
+        comm.all_to_all(dst, src, call.count, nullptr);
+        break;
     }
   }
   const auto got_bytes = download(b, out * sizeof(std::int32_t));
@@ -96,7 +111,9 @@ TEST(CclStress, ThousandRandomCollectivesBackToBackNoHostSync) {
       std::int64_t acc = value(ranks[0], c, i);
       for (int k = 1; k < n; ++k) {
         const std::int64_t v = value(ranks[k], c, i);
-        acc = call.op == ReduceOp::kSum ? acc + v : call.op == ReduceOp::kMin ? std::min(acc, v) : std::max(acc, v);
+        acc = call.op == ReduceOp::kSum   ? acc + v
+              : call.op == ReduceOp::kMin ? std::min(acc, v)
+                                          : std::max(acc, v);
       }
       return static_cast<std::int32_t>(acc);
     };
@@ -104,11 +121,21 @@ TEST(CclStress, ThousandRandomCollectivesBackToBackNoHostSync) {
     for (std::size_t j = 0; j < parts * call.count; ++j) {
       std::int32_t want = 0;
       switch (call.kind) {
-        case Kind::kAllReduce: want = reduce(j); break;
-        case Kind::kReduceScatter: want = reduce(comm.index() * call.count + j); break;
-        case Kind::kAllGather: want = value(ranks[j / call.count], c, j % call.count); break;
-        case Kind::kBroadcast: want = value(ranks[call.root], c, j); break;
-        case Kind::kAllToAll: want = value(ranks[j / call.count], c, comm.index() * call.count + j % call.count); break;
+        case Kind::kAllReduce:
+          want = reduce(j);
+          break;
+        case Kind::kReduceScatter:
+          want = reduce(comm.index() * call.count + j);
+          break;
+        case Kind::kAllGather:
+          want = value(ranks[j / call.count], c, j % call.count);
+          break;
+        case Kind::kBroadcast:
+          want = value(ranks[call.root], c, j);
+          break;
+        case Kind::kAllToAll:
+          want = value(ranks[j / call.count], c, comm.index() * call.count + j % call.count);
+          break;
       }
       if (got[call.out + j] != want) {
         if (wrong_calls++ < 5)
@@ -126,7 +153,8 @@ TEST(CclStress, ThousandRandomCollectivesBackToBackNoHostSync) {
 }
 
 __global__ void add_one(std::int32_t* p, std::size_t n) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] += 1;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    p[i] += 1;
 }
 
 TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
@@ -151,7 +179,8 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   ASSERT_EQ(cudaMemsetAsync(b, kPoison, 8 * kStride * sizeof(std::int32_t), stream), cudaSuccess);
   comm.all_reduce(b, a, kCount, ReduceOp::kSum, stream, {.algorithm = Algorithm::kOneShot});
-  comm.all_reduce(b + kStride, a + kStride, kCount, ReduceOp::kSum, stream, {.algorithm = Algorithm::kTwoShot});
+  comm.all_reduce(b + kStride, a + kStride, kCount, ReduceOp::kSum, stream,
+                  {.algorithm = Algorithm::kTwoShot});
   comm.all_gather(b + 2 * kStride, a + 2 * kStride, kCount, stream);
   comm.reduce_scatter(b + 3 * kStride + 8192, a + 3 * kStride, kCount, ReduceOp::kSum, stream);
   comm.barrier(stream);
@@ -175,10 +204,12 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
   for (std::size_t i = 0; i < kCount; ++i) {
     ASSERT_EQ(got[i], sum(0, i)) << "one_shot element " << i;
     ASSERT_EQ(got[kStride + i], sum(1, i)) << "two_shot element " << i;
-    ASSERT_EQ(got[3 * kStride + 8192 + i], sum(3, comm.index() * kCount + i)) << "reduce_scatter " << i;
+    ASSERT_EQ(got[3 * kStride + 8192 + i], sum(3, comm.index() * kCount + i))
+        << "reduce_scatter " << i;
   }
   for (std::size_t j = 0; j < n * kCount; ++j)
-    ASSERT_EQ(got[2 * kStride + j], value(ranks[j / kCount], 2, j % kCount) + last) << "all_gather " << j;
+    ASSERT_EQ(got[2 * kStride + j], value(ranks[j / kCount], 2, j % kCount) + last)
+        << "all_gather " << j;
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);

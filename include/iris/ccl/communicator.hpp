@@ -123,8 +123,8 @@ class Communicator {
                          std::size_t element_bytes, cudaStream_t stream,
                          const Options& options = {});
   /// dst = member root's src, on every member. In place: dst == src on every member.
-  void broadcast_bytes(void* dst, const void* src, std::size_t bytes, int root,
-                       cudaStream_t stream, const Options& options = {});
+  void broadcast_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
+                       const Options& options = {});
   /// On the root: part k of dst = member k's src. In place: src == dst + index() * bytes on
   /// every member (dst then names the same allocation everywhere).
   void gather_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
@@ -173,9 +173,8 @@ class Communicator {
   }
   template <class T>
   void all_to_allv(T* dst, const std::int64_t* recv_counts, const std::int64_t* recv_offsets,
-                   const T* src, const std::int64_t* send_counts,
-                   const std::int64_t* send_offsets, cudaStream_t stream,
-                   const Options& options = {}) {
+                   const T* src, const std::int64_t* send_counts, const std::int64_t* send_offsets,
+                   cudaStream_t stream, const Options& options = {}) {
     static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
     all_to_allv_bytes(dst, recv_counts, recv_offsets, src, send_counts, send_offsets, sizeof(T),
                       stream, options);
@@ -205,8 +204,7 @@ class Communicator {
     send_bytes(src, bytes_of<T>(count, "send"), peer, stream, options);
   }
   template <class T>
-  void recv(T* dst, std::size_t count, int peer, cudaStream_t stream,
-            const Options& options = {}) {
+  void recv(T* dst, std::size_t count, int peer, cudaStream_t stream, const Options& options = {}) {
     static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
     recv_bytes(dst, bytes_of<T>(count, "recv"), peer, stream, options);
   }

@@ -7,7 +7,8 @@
 //     const std::uint64_t epoch = iris::ccl::device::begin(comm);
 //     // ... compute this block's tile of `partial` ...
 //     iris::ccl::device::all_reduce(iris::block{}, comm, {epoch, int(blockIdx.x), 0},
-//                                   out + tile0, partial + tile0, tile_n, iris::ccl::ReduceOp::kSum);
+//                                   out + tile0, partial + tile0, tile_n,
+//                                   iris::ccl::ReduceOp::kSum);
 //     iris::ccl::device::end(comm, epoch);
 //   }
 //

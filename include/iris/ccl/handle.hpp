@@ -11,9 +11,9 @@
 namespace iris::ccl::device {
 
 struct Communicator {
-  iris::device::Context ctx;   ///< the rank's device context
-  iris::team team;             ///< who takes part
-  int index = 0;               ///< this rank's index in the team
+  iris::device::Context ctx;       ///< the rank's device context
+  iris::team team;                 ///< who takes part
+  int index = 0;                   ///< this rank's index in the team
   std::byte* workspace = nullptr;  ///< this rank's copy of the communicator's workspace
   std::size_t packet_bytes = 0;    ///< bytes of packet slots after the control block
 

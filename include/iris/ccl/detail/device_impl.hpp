@@ -25,8 +25,8 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool aligned16(const void* p) {
 /// elements (or 16-byte vectors) t, t + blockDim, ...: the same thread reads and writes an
 /// element, which is what makes the in-place forms safe.
 template <class T>
-IRIS_DEVICE_FN void reduce_span(const device::Communicator& comm, T* dst, bool to_all,
-                                const T* src, std::size_t n, ReduceOp op) {
+IRIS_DEVICE_FN void reduce_span(const device::Communicator& comm, T* dst, bool to_all, const T* src,
+                                std::size_t n, ReduceOp op) {
   const int members = comm.team.size;
   const auto& ctx = comm.ctx;
   std::size_t scalar_first = 0;

@@ -62,12 +62,12 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t exchange_value(std::uint64_t epoch
 IRIS_DEVICE_FN IRIS_FORCEINLINE void check_channel(const device::Communicator& comm, int channel,
                                                    const char* operation) {
   if (channel < 0 || channel >= kMaxChannels) {
-    iris::device::detail::report_and_trap(
-        comm.ctx, {.kind = iris::device::detail::ErrorKind::kTooManyBlocks,
-                   .operation = operation,
-                   .target_rank = comm.ctx.rank(),
-                   .expected = static_cast<std::uint64_t>(kMaxChannels),
-                   .observed = static_cast<std::uint64_t>(channel)});
+    iris::device::detail::report_and_trap(comm.ctx,
+                                          {.kind = iris::device::detail::ErrorKind::kTooManyBlocks,
+                                           .operation = operation,
+                                           .target_rank = comm.ctx.rank(),
+                                           .expected = static_cast<std::uint64_t>(kMaxChannels),
+                                           .observed = static_cast<std::uint64_t>(channel)});
   }
 }
 
@@ -91,16 +91,16 @@ IRIS_DEVICE_FN inline void team_exchange(const device::Communicator& comm, int c
 }
 
 /// One thread: announces `value` in `slot` on world rank `to` (release, system scope).
-IRIS_DEVICE_FN IRIS_FORCEINLINE void announce(const device::Communicator& comm,
-                                              std::uint64_t* slot, std::uint64_t value, int to) {
+IRIS_DEVICE_FN IRIS_FORCEINLINE void announce(const device::Communicator& comm, std::uint64_t* slot,
+                                              std::uint64_t value, int to) {
   iris::device::signal_set(comm.ctx, slot, value, to);
 }
 
 /// One thread: waits (bounded, acquire) until this rank's `slot` reaches `value`, which world
 /// rank `from` writes.
 IRIS_DEVICE_FN IRIS_FORCEINLINE void await(const device::Communicator& comm,
-                                           const std::uint64_t* slot, std::uint64_t value,
-                                           int from, const char* operation) {
+                                           const std::uint64_t* slot, std::uint64_t value, int from,
+                                           const char* operation) {
   iris::device::detail::wait_for<cuda::memory_order_acquire, cuda::thread_scope_system>(
       comm.ctx, operation, slot, comm.ctx.rank(), cmp::ge, value,
       {.what = iris::device::detail::Awaited::kRank, .rank = from});

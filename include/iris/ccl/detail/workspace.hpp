@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 
-
 namespace iris::ccl::detail {
 
 /// Blocks one collective runs on at most: each block has its own flag channel.
@@ -30,9 +29,9 @@ struct alignas(kLine) EpochCounter {
 };
 
 struct Control {
-  EpochCounter team;              ///< collectives of the team (every member runs each one)
-  EpochCounter send[kMaxRanks];   ///< sends to world rank r
-  EpochCounter recv[kMaxRanks];   ///< receives from world rank r
+  EpochCounter team;             ///< collectives of the team (every member runs each one)
+  EpochCounter send[kMaxRanks];  ///< sends to world rank r
+  EpochCounter recv[kMaxRanks];  ///< receives from world rank r
   /// sync[c][k]: the newest value team member k signalled to this rank on channel c.
   alignas(kLine) std::uint64_t sync[kMaxChannels][kMaxRanks];
   /// ready[c][r]: the send sequence world rank r announced to this rank (a send to it).

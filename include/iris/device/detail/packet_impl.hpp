@@ -49,7 +49,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t half_of(std::uint32_t data, std::u
 
 /// Up to 8 bytes of `src` from byte `offset` (zeros past `bytes`), as one little-endian word.
 IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t gather_word(const std::byte* src, std::size_t offset,
-                                                         std::size_t bytes) {
+                                                          std::size_t bytes) {
   const std::byte* p = src + offset;
   if (offset + 8 <= bytes && reinterpret_cast<std::uintptr_t>(p) % 8 == 0)
     return *reinterpret_cast<const std::uint64_t*>(p);
@@ -133,7 +133,8 @@ IRIS_DEVICE_FN void packet_get(G group, const Context& ctx, void* dst, const pac
   check_access(ctx, "packet_get", slots, n * sizeof(packet), ctx.rank());
   auto* d = static_cast<std::byte*>(dst);
   for (std::size_t i = group.rank(); i < n; i += group.size())
-    detail::scatter_word(d, i * kPacketPayloadBytes, bytes, packet_wait(ctx, slots + i, flag, from));
+    detail::scatter_word(d, i * kPacketPayloadBytes, bytes,
+                         packet_wait(ctx, slots + i, flag, from));
 }
 
 }  // namespace iris::device
