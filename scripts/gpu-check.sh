@@ -116,5 +116,9 @@ for tool in "${tools[@]}"; do
     echo "compute-sanitizer $tool ${test##*/}: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1))"
   done
 done
+# iris::ccl (its tests ran with the suite): the collectives' benchmark; --tune at 8 ranks writes
+# the selection table measured on this machine.
+{ for n in 2 4; do bench "$n" bench_ccl_bench --max-bytes 256M --samples 5; done
+  bench 8 bench_ccl_bench --max-bytes 256M --samples 5 --tune "$json_dir/ccl_tuning_n8.json"; } >>"$out/bench.log" 2>&1
 index_row "gpu-check: tests${filter:+ matching '$filter'}, benchmarks, examples${tools:+, sanitizers}"
 exit $tests_rc

@@ -17,6 +17,7 @@
 //   iris/device/tile.hpp      tile_view and translate: reach a peer's tile in one step
 //   iris/device/rma.hpp       load, store, get, put, copy (1-D ranges and 2-D tiles)
 //   iris/device/atomic.hpp    atomics on any rank
+//   iris/device/packet.hpp    small-message packets: payload and flag in one store
 //   iris/device/signal.hpp    signal_set/add, group signals, wait_until (bounded), fence, quiet;
 //                             the rule for publishing plain stores
 //   iris/device/barrier.hpp   barrier objects (teams, channels, arrive/wait/sync) and the
@@ -31,6 +32,7 @@
 #include "iris/device/coop.hpp"
 #include "iris/device/debug.hpp"
 #include "iris/device/order.hpp"
+#include "iris/device/packet.hpp"
 #include "iris/device/rma.hpp"
 #include "iris/device/signal.hpp"
 #include "iris/device/team.hpp"

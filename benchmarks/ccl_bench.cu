@@ -1,0 +1,405 @@
+// iris::ccl against size, in the form of nccl-tests: for every collective and algorithm, from
+// 8 B up to --max-bytes, eager and as a CUDA graph: time, algbw, busbw (nccl-tests formulas)
+// and wrong elements; with the same run's cudaMemcpy D2D as the ceiling when the ranks share
+// one GPU (then their traffic all lands on one HBM), and a sweep of bandwidth against the SM
+// budget (blocks per call).
+//
+//   iris-run -n 8 ./bench_ccl_bench [--max-bytes 256M] [--samples 9] [--json out.json]
+//                                   [--tune tuning.json] [--collectives all_reduce,all_gather]
+//
+// size: bytes of the larger buffer as nccl-tests counts it (all_gather: the output,
+// reduce_scatter: the input, all_to_all: either). algbw = size / time; busbw = algbw x
+// 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all), 1 (broadcast,
+// reduce). hbm: when all ranks share one GPU, the bytes every rank's kernels read and write
+// in HBM for the algorithm (docs/ccl.md), summed over ranks, per second; vs_memcpy: that
+// against cudaMemcpy D2D of `size` bytes (read + write) in the same run.
+// NCCL: it refuses two ranks on one GPU, so with ranks sharing a GPU the table says it was
+// skipped; this build has no NCCL baseline for one GPU per rank either (it says so).
+// --tune writes the selection table (fastest graph-mode algorithm per size range) as JSON for
+// IRIS_CCL_TUNING.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "iris/ccl.hpp"
+#include "iris/iris.hpp"
+#include "report.hpp"
+
+namespace {
+
+using iris::ccl::Algorithm;
+using iris::ccl::Collective;
+using iris::ccl::ReduceOp;
+
+struct Case {
+  Collective collective;
+  Algorithm algorithm;
+};
+
+std::size_t parse_bytes_arg(int argc, char** argv, const char* flag, std::size_t fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], flag) == 0) return iris::env::parse_size(argv[i + 1], flag);
+  return fallback;
+}
+
+std::string string_arg(int argc, char** argv, const char* flag, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], flag) == 0) return argv[i + 1];
+  return fallback;
+}
+
+double bus_factor(Collective c, int n) {
+  switch (c) {
+    case Collective::kAllReduce:
+      return 2.0 * (n - 1) / n;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
+  }
+}
+
+/// HBM bytes all ranks' kernels read plus write for one call of `size` bytes (docs/ccl.md).
+double hbm_bytes(Case k, double size, int n) {
+  double per_rank = 0;
+  switch (k.collective) {
+    case Collective::kAllReduce:
+      per_rank = k.algorithm == Algorithm::kOneShot       ? 4.0 * (n - 1) * size + 2 * size
+                 : k.algorithm == Algorithm::kOneShotPull ? (n + 1.0) * size
+                                                          : 2.0 * size;
+      break;
+    case Collective::kReduceScatter:
+      per_rank = size * (1.0 + 1.0 / n);
+      break;
+    default:
+      per_rank = 2.0 * size;
+      break;
+  }
+  return per_rank * n;
+}
+
+std::string human(std::size_t bytes) {
+  char text[32];
+  if (bytes >= (1u << 30))
+    std::snprintf(text, sizeof(text), "%zuG", bytes >> 30);
+  else if (bytes >= (1u << 20))
+    std::snprintf(text, sizeof(text), "%zuM", bytes >> 20);
+  else if (bytes >= (1u << 10))
+    std::snprintf(text, sizeof(text), "%zuK", bytes >> 10);
+  else
+    std::snprintf(text, sizeof(text), "%zu", bytes);
+  return text;
+}
+
+__global__ void fill_floats(float* p, std::size_t n, float value) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    p[i] = value;
+}
+
+__global__ void count_not_equal(const float* p, std::size_t n, float value,
+                                unsigned long long* wrong) {
+  unsigned long long mine = 0;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    mine += p[i] != value;
+  if (mine) atomicAdd(wrong, mine);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!iris::bench::gpu_visible("ccl_bench")) return 0;
+  const std::size_t max_bytes = parse_bytes_arg(argc, argv, "--max-bytes", std::size_t{1} << 30);
+  const std::size_t min_bytes = parse_bytes_arg(argc, argv, "--min-bytes", 8);
+  const int samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 9));
+  const std::string json = iris::bench::json_path_from_args(argc, argv);
+  const std::string tune = string_arg(argc, argv, "--tune", "");
+  const std::string only = string_arg(argc, argv, "--collectives", "");
+
+  iris::ContextOptions options;
+  options.heap_size = 2 * max_bytes + (std::size_t{96} << 20);
+  iris::Context ctx = iris::Context::from_env(options);
+  iris::ccl::Communicator comm(ctx);
+  const int n = comm.size();
+  const bool leader = ctx.rank() == 0;
+
+  const auto devices = iris::bench::device_of_each_rank(ctx.bootstrap());
+  const bool one_gpu =
+      std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices[0]; });
+  const std::string nccl_note =
+      one_gpu ? "NCCL: skipped (the ranks share one GPU, and NCCL refuses two ranks on one GPU)"
+              : "NCCL: skipped (this build of ccl_bench has no NCCL baseline)";
+
+  auto* a = static_cast<std::byte*>(ctx.allocate_bytes(max_bytes));
+  auto* b = static_cast<std::byte*>(ctx.allocate_bytes(max_bytes));
+  auto* wrong = static_cast<unsigned long long*>(ctx.allocate_bytes(sizeof(unsigned long long)));
+  cudaStream_t stream;
+  IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  std::vector<Case> cases = {{Collective::kAllReduce, Algorithm::kOneShot},
+                             {Collective::kAllReduce, Algorithm::kOneShotPull},
+                             {Collective::kAllReduce, Algorithm::kTwoShot},
+                             {Collective::kAllGather, Algorithm::kPull},
+                             {Collective::kAllGather, Algorithm::kPush},
+                             {Collective::kReduceScatter, Algorithm::kPull},
+                             {Collective::kAllToAll, Algorithm::kPull},
+                             {Collective::kBroadcast, Algorithm::kPull}};
+  if (!only.empty())
+    cases.erase(
+        std::remove_if(cases.begin(), cases.end(),
+                       [&](const Case& k) {
+                         return only.find(std::string(iris::ccl::to_string(k.collective))) ==
+                                std::string::npos;
+                       }),
+        cases.end());
+
+  // One call of `size` bytes (nccl-tests' size) with algorithm k and the given block budget.
+  auto enqueue = [&](Case k, std::size_t size, int blocks) {
+    const iris::ccl::Options o{.algorithm = k.algorithm, .max_blocks = blocks};
+    const std::size_t count = size / sizeof(float);
+    const std::size_t part = size / n;
+    switch (k.collective) {
+      case Collective::kAllReduce:
+        comm.all_reduce(reinterpret_cast<float*>(b), reinterpret_cast<float*>(a), count,
+                        ReduceOp::kSum, stream, o);
+        break;
+      case Collective::kAllGather:
+        comm.all_gather_bytes(b, a, part, stream, o);
+        break;
+      case Collective::kReduceScatter:
+        comm.reduce_scatter(reinterpret_cast<float*>(b), reinterpret_cast<float*>(a), count / n,
+                            ReduceOp::kSum, stream, o);
+        break;
+      case Collective::kAllToAll:
+        comm.all_to_all_bytes(b, a, part, stream, o);
+        break;
+      case Collective::kBroadcast:
+        comm.broadcast_bytes(b, a, size, 0, stream, o);
+        break;
+      default:
+        break;
+    }
+  };
+  auto runnable = [&](Case k, std::size_t size) {
+    if (size < sizeof(float) * n) return false;
+    if (k.collective == Collective::kAllReduce && k.algorithm == Algorithm::kOneShot)
+      return size <= comm.one_shot_capacity();
+    return true;
+  };
+  // Wrong elements of one all_reduce / reduce_scatter of ones*(rank+1) (sum: n(n+1)/2), or of a
+  // movement (checked as floats equal to rank+1 of the source... every float is rank-dependent,
+  // so movement collectives are counted by comparing against the expected rank's value).
+  auto check = [&](Case k, std::size_t size) -> unsigned long long {
+    const std::size_t floats = size / sizeof(float);
+    fill_floats<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(a), floats,
+                                         float(ctx.rank() + 1));
+    IRIS_CUDA_CHECK(cudaMemsetAsync(wrong, 0, sizeof(*wrong), stream));
+    IRIS_CUDA_CHECK(cudaMemsetAsync(b, 0xff, size, stream));
+    enqueue(k, size, 0);
+    const float sum = static_cast<float>(n * (n + 1) / 2);
+    switch (k.collective) {
+      case Collective::kAllReduce:
+        count_not_equal<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(b), floats, sum, wrong);
+        break;
+      case Collective::kReduceScatter:
+        count_not_equal<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(b), floats / n, sum,
+                                                 wrong);
+        break;
+      case Collective::kBroadcast:
+        count_not_equal<<<256, 256, 0, stream>>>(reinterpret_cast<float*>(b), floats, 1.0f, wrong);
+        break;
+      default: {  // all_gather / all_to_all: part k holds member k's value
+        const std::size_t part = size / n / sizeof(float);
+        for (int m = 0; m < n; ++m)
+          count_not_equal<<<64, 256, 0, stream>>>(reinterpret_cast<float*>(b + m * (size / n)),
+                                                  part, float(m + 1), wrong);
+        break;
+      }
+    }
+    unsigned long long host = 0;
+    IRIS_CUDA_CHECK(cudaMemcpyAsync(&host, wrong, sizeof(host), cudaMemcpyDeviceToHost, stream));
+    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return static_cast<unsigned long long>(
+        iris::bench::slowest_rank(ctx.bootstrap(), static_cast<double>(host)));
+  };
+
+  auto time_ms = [&](Case k, std::size_t size, bool graph, int blocks) {
+    iris::bench::Repeats repeats;
+    repeats.samples = samples;
+    repeats.warmup = 2;
+    repeats.calls_per_sample = size <= (std::size_t{1} << 20)    ? 20
+                               : size <= (std::size_t{64} << 20) ? 4
+                                                                 : 1;
+    double ms = 0;
+    if (!graph) {
+      ms = iris::bench::summarize(iris::bench::time_calls_ms(
+                                      stream, repeats, [&](long) { enqueue(k, size, blocks); },
+                                      [&] { comm.barrier(stream); }))
+               .median;
+    } else {
+      cudaGraph_t g;
+      IRIS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < repeats.calls_per_sample; ++i) enqueue(k, size, blocks);
+      IRIS_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+      cudaGraphExec_t exec;
+      IRIS_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+      const int per = repeats.calls_per_sample;
+      repeats.calls_per_sample = 1;
+      ms = iris::bench::summarize(iris::bench::time_calls_ms(
+                                      stream, repeats,
+                                      [&](long) { IRIS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); },
+                                      [&] { comm.barrier(stream); }))
+               .median /
+           per;
+      IRIS_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      IRIS_CUDA_CHECK(cudaGraphDestroy(g));
+    }
+    return iris::bench::slowest_rank(ctx.bootstrap(), ms);
+  };
+
+  std::vector<std::size_t> sizes;
+  for (std::size_t s = min_bytes; s <= max_bytes; s *= 2) sizes.push_back(s);
+
+  // The ceiling: cudaMemcpy D2D of each size, one rank at a time... all ranks at once when they
+  // share the GPU would split it, so rank 0 alone measures it while the others wait.
+  std::vector<double> memcpy_gbps(sizes.size(), 0);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    double ms = 0;
+    if (leader) {
+      iris::bench::Repeats r;
+      r.samples = samples;
+      r.calls_per_sample = sizes[i] <= (std::size_t{1} << 20) ? 20 : 2;
+      ms = iris::bench::median_ms(stream, r, [&](long) {
+        IRIS_CUDA_CHECK(cudaMemcpyAsync(b, a, sizes[i], cudaMemcpyDeviceToDevice, stream));
+      });
+    }
+    ctx.barrier();
+    memcpy_gbps[i] = iris::bench::slowest_rank(
+        ctx.bootstrap(), leader ? iris::bench::gb_per_s(2.0 * sizes[i], ms) : 0);
+  }
+
+  std::vector<iris::bench::Row> rows;
+  const std::size_t total = cases.size() * sizes.size();
+  std::size_t done = 0;
+  // best[collective][size index] = (time, algorithm) in graph mode, for --tune
+  struct Best {
+    double ms = 1e30;
+    Algorithm algorithm = Algorithm::kAuto;
+  };
+  std::vector<std::vector<Best>> best(iris::ccl::kCollectiveCount, std::vector<Best>(sizes.size()));
+  for (const Case& k : cases) {
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      ++done;
+      const std::size_t size = sizes[i];
+      if (!runnable(k, size)) continue;
+      if (leader)
+        std::fprintf(stderr, "[ccl_bench] %zu/%zu %s %s %s\n", done, total,
+                     std::string(iris::ccl::to_string(k.collective)).c_str(),
+                     std::string(iris::ccl::to_string(k.algorithm)).c_str(), human(size).c_str());
+      const unsigned long long errors = check(k, size);
+      for (bool graph : {false, true}) {
+        const double ms = time_ms(k, size, graph, 0);
+        if (graph && ms < best[static_cast<int>(k.collective)][i].ms)
+          best[static_cast<int>(k.collective)][i] = {ms, k.algorithm};
+        const double algbw = iris::bench::gb_per_s(static_cast<double>(size), ms);
+        iris::bench::Row row;
+        row.text("collective", std::string(iris::ccl::to_string(k.collective)))
+            .text("algorithm", std::string(iris::ccl::to_string(k.algorithm)))
+            .text("mode", graph ? "graph" : "eager")
+            .number("size", static_cast<double>(size), "%.0f")
+            .number("count", static_cast<double>(size / sizeof(float)), "%.0f")
+            .text("type", "float")
+            .number("time_us", ms * 1e3, "%.2f")
+            .number("algbw_GBps", algbw, "%.2f")
+            .number("busbw_GBps", algbw * bus_factor(k.collective, n), "%.2f")
+            .number("wrong", static_cast<double>(errors), "%.0f");
+        if (one_gpu) {
+          const double hbm = iris::bench::gb_per_s(hbm_bytes(k, static_cast<double>(size), n), ms);
+          row.number("hbm_GBps", hbm, "%.1f").number("vs_memcpy", hbm / memcpy_gbps[i], "%.3f");
+        }
+        rows.push_back(row);
+      }
+    }
+  }
+  std::vector<iris::bench::Row> ceiling;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    iris::bench::Row row;
+    row.number("size", static_cast<double>(sizes[i]), "%.0f")
+        .number("memcpy_d2d_GBps", memcpy_gbps[i], "%.1f");
+    ceiling.push_back(row);
+  }
+
+  // SM budget: bandwidth against blocks per call at the largest size.
+  std::vector<iris::bench::Row> budget_rows;
+  const std::size_t sweep_size = sizes.empty() ? 0 : sizes.back();
+  for (Case k : {Case{Collective::kAllReduce, Algorithm::kTwoShot},
+                 Case{Collective::kAllGather, Algorithm::kPull},
+                 Case{Collective::kReduceScatter, Algorithm::kPull}}) {
+    if (sweep_size == 0 || !runnable(k, sweep_size)) continue;
+    if (!only.empty() &&
+        only.find(std::string(iris::ccl::to_string(k.collective))) == std::string::npos)
+      continue;
+    for (int blocks = 1; blocks <= comm.max_blocks(); blocks *= 2) {
+      if (leader)
+        std::fprintf(stderr, "[ccl_bench] SM budget %s %d blocks\n",
+                     std::string(iris::ccl::to_string(k.collective)).c_str(), blocks);
+      const double ms = time_ms(k, sweep_size, true, blocks);
+      const double algbw = iris::bench::gb_per_s(static_cast<double>(sweep_size), ms);
+      iris::bench::Row row;
+      row.text("collective", std::string(iris::ccl::to_string(k.collective)))
+          .text("algorithm", std::string(iris::ccl::to_string(k.algorithm)))
+          .number("size", static_cast<double>(sweep_size), "%.0f")
+          .number("blocks", blocks, "%.0f")
+          .number("busbw_GBps", algbw * bus_factor(k.collective, n), "%.2f");
+      if (one_gpu) {
+        const double hbm =
+            iris::bench::gb_per_s(hbm_bytes(k, static_cast<double>(sweep_size), n), ms);
+        row.number("vs_memcpy", hbm / memcpy_gbps.back(), "%.3f");
+      }
+      budget_rows.push_back(row);
+    }
+  }
+
+  if (leader) {
+    const std::string note = "ranks " + std::to_string(n) +
+                             (one_gpu ? " sharing one GPU" : " on separate GPUs") + ", SM budget " +
+                             std::to_string(comm.max_blocks()) + " blocks; " + nccl_note;
+    iris::bench::report("ccl_bench: collectives (" + std::to_string(n) + " ranks)", rows, json,
+                        note);
+    iris::bench::report("ccl_bench: cudaMemcpy D2D ceiling (read + write bytes)", ceiling,
+                        json.empty() ? "" : json + ".memcpy.json");
+    iris::bench::report("ccl_bench: busbw against the SM budget", budget_rows,
+                        json.empty() ? "" : json + ".budget.json", note);
+    std::printf("%s\n", nccl_note.c_str());
+    if (!tune.empty()) {
+      iris::ccl::TuningTable table;
+      for (int c = 0; c < iris::ccl::kCollectiveCount; ++c) {
+        std::size_t start = 0;
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+          const Algorithm alg = best[c][i].algorithm;
+          if (alg == Algorithm::kAuto) continue;
+          const bool last = i + 1 == sizes.size() || best[c][i + 1].algorithm != alg;
+          if (!last) continue;
+          iris::ccl::TuningEntry e;
+          e.collective = static_cast<Collective>(c);
+          e.team_min = e.team_max = n;
+          e.bytes_min = start;
+          if (i + 1 < sizes.size()) e.bytes_max = sizes[i] * 2 - 1;  // up to the next size measured
+          e.algorithm = alg;
+          table.add(e);
+          start = e.bytes_max + 1;
+        }
+      }
+      std::ofstream(tune) << table.to_json();
+      std::printf("wrote the selection table %s\n", tune.c_str());
+    }
+  }
+  ctx.barrier();
+  return 0;
+}

@@ -1,0 +1,223 @@
+// iris::ccl::Communicator: the collectives of one team, stream-ordered, on the symmetric heap.
+//
+//   iris::Context ctx = iris::Context::from_env();
+//   iris::ccl::Communicator comm(ctx);                         // the world; collective
+//   auto x = ctx.zeros<float>(n);
+//   comm.all_reduce(x.data(), x.data(), n, iris::ccl::ReduceOp::kSum, stream);   // in place
+//
+// Made once per (Context, team): it allocates its workspace (flag slots, epochs, packet slots)
+// from the symmetric heap at construction, which is collective over the whole world: every rank
+// makes one, in the same order as its other allocations, each naming the team it belongs to
+// (tensor-parallel groups: ranks 0-3 pass {0, 4, 1}, ranks 4-7 pass {4, 4, 1}).
+//
+// Every call:
+//   - is stream-ordered: it queues kernels on `stream` and returns; it never allocates, never
+//     synchronizes the host, and may be captured in a CUDA graph and replayed any number of
+//     times (the epochs that order the calls live on the device);
+//   - must be made by every member of the team (send/recv: by both ends), in the same order,
+//     with the same counts, types, operations, roots and options; calls on one communicator
+//     must not run concurrently (one stream at a time; make a second communicator for a second
+//     stream);
+//   - takes buffers on the symmetric heap (this rank's copies, e.g. Buffer::data()), the same
+//     allocations (heap offsets) on every member, since a kernel reaches a member's buffer by
+//     translating its own pointer; anything off the heap is an iris::Error naming the argument.
+//     A call is in place on every member or on none;
+//   - gives every member bit-identical results: reductions add the members' contributions in
+//     team order, whatever the algorithm;
+//   - waits (bounded by IRIS_WAIT_TIMEOUT) for the other members' kernels; a member that never
+//     comes makes the others' kernels report which rank and which collective, and trap; the
+//     next synchronization on those ranks throws that report.
+// Counts are in elements; a "part" is `count` elements of one member.
+// Kernels spin on each other: ranks that share a GPU must have their blocks resident together.
+// The default SM budget (CommunicatorOptions::max_blocks) is sized for that; a larger
+// Options::max_blocks is the caller's promise that the blocks fit.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+#include "iris/ccl/handle.hpp"
+#include "iris/ccl/tuning.hpp"
+#include "iris/ccl/types.hpp"
+#include "iris/device/team.hpp"
+#include "iris/host/context.hpp"
+
+namespace iris::ccl {
+
+struct CommunicatorOptions {
+  /// Bytes of packet slots for the one-shot all_reduce (its largest message is about a quarter
+  /// of this divided by the team size); default 8 MiB.
+  std::size_t packet_bytes = std::size_t{8} << 20;
+  /// Blocks a call uses at most (SM budget); 0: the GPU's multiprocessors divided by the ranks
+  /// that share it, at most 64 (the smallest value across the team).
+  int max_blocks = 0;
+  /// Threads per block of the collectives' kernels (32..512). With 256, two blocks of any of
+  /// them fit on an SM, so that a rank's send and receive kernels (or two ranks' collectives
+  /// beyond the default budget) stay co-resident.
+  int threads = 256;
+};
+
+class Communicator {
+ public:
+  /// Collective over the world (see the top). `team` must contain this rank.
+  explicit Communicator(Context& ctx, iris::team team, const CommunicatorOptions& options = {});
+  /// The world.
+  explicit Communicator(Context& ctx, const CommunicatorOptions& options = {});
+  /// Frees the workspace: collective over the world, like construction; waits for the
+  /// communicator's kernels first.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+
+  const iris::team& team() const;
+  /// This rank's index in the team.
+  int index() const;
+  int size() const;
+  /// Blocks a call uses at most unless its Options say otherwise.
+  int max_blocks() const;
+  /// Largest all_reduce (bytes) the one-shot algorithm takes.
+  std::size_t one_shot_capacity() const;
+  /// The handle for kernels that call the tile collectives (iris/ccl/device.hpp).
+  device::Communicator device() const;
+  /// The algorithm a call with these arguments runs (what kAuto resolves to).
+  Algorithm select(Collective collective, std::size_t bytes, const Options& options = {},
+                   bool in_place = false) const;
+  const TuningTable& tuning() const;
+
+  // ---- reductions ------------------------------------------------------------------------
+
+  /// dst = op over members of src (count elements each), on every member. In place: dst == src.
+  void all_reduce(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op,
+                  cudaStream_t stream, const Options& options = {});
+  /// dst (count elements) = op over members of their src part `index()` (src: size() * count).
+  /// In place: dst == src + index() * count.
+  void reduce_scatter(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op,
+                      cudaStream_t stream, const Options& options = {});
+  /// On member `root` (a team index): dst = op over members of src. Others' dst is unused.
+  void reduce(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op, int root,
+              cudaStream_t stream, const Options& options = {});
+
+  // ---- movement (bytes; the typed forms below take any trivially copyable type) ------------
+
+  /// dst (size() parts) = every member's src part, in team order. In place: src == dst +
+  /// index() * bytes on every member.
+  void all_gather_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                        const Options& options = {});
+  /// Part k of dst = part index() of member k's src (both size() parts). Out of place only.
+  void all_to_all_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                        const Options& options = {});
+  /// Per-peer counts and offsets (elements of `element_bytes` bytes), each a size()-entry
+  /// std::int64_t array on the symmetric heap (so that they may be computed on the device):
+  /// dst[recv_offsets[k] ...] = member k's src[member k's send_offsets[index()] ...], of member
+  /// k's send_counts[index()] elements, at most recv_counts[k] of them. Out of place only.
+  void all_to_allv_bytes(void* dst, const std::int64_t* recv_counts,
+                         const std::int64_t* recv_offsets, const void* src,
+                         const std::int64_t* send_counts, const std::int64_t* send_offsets,
+                         std::size_t element_bytes, cudaStream_t stream,
+                         const Options& options = {});
+  /// dst = member root's src, on every member. In place: dst == src on every member.
+  void broadcast_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
+                       const Options& options = {});
+  /// On the root: part k of dst = member k's src. In place: src == dst + index() * bytes on
+  /// every member (dst then names the same allocation everywhere).
+  void gather_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
+                    const Options& options = {});
+  /// dst = part index() of the root's src. In place on the root: dst == src + root * bytes.
+  void scatter_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
+                     const Options& options = {});
+  /// Sends src to team member `peer`, which calls recv; returns (on the stream) once the peer
+  /// has read it. Sends to one peer are received in order.
+  void send_bytes(const void* src, std::size_t bytes, int peer, cudaStream_t stream,
+                  const Options& options = {});
+  /// Receives what member `peer` sends (at most `bytes`; the sender's size counts).
+  void recv_bytes(void* dst, std::size_t bytes, int peer, cudaStream_t stream,
+                  const Options& options = {});
+  /// Every member's earlier work on its stream is done and visible before any member goes on.
+  void barrier(cudaStream_t stream);
+
+  // ---- typed forms -------------------------------------------------------------------------
+
+  template <class T>
+  void all_reduce(T* dst, const T* src, std::size_t count, ReduceOp op, cudaStream_t stream,
+                  const Options& options = {}) {
+    all_reduce(dst, src, count, data_type_of<T>(), op, stream, options);
+  }
+  template <class T>
+  void reduce_scatter(T* dst, const T* src, std::size_t count, ReduceOp op, cudaStream_t stream,
+                      const Options& options = {}) {
+    reduce_scatter(dst, src, count, data_type_of<T>(), op, stream, options);
+  }
+  template <class T>
+  void reduce(T* dst, const T* src, std::size_t count, ReduceOp op, int root, cudaStream_t stream,
+              const Options& options = {}) {
+    reduce(dst, src, count, data_type_of<T>(), op, root, stream, options);
+  }
+  template <class T>
+  void all_gather(T* dst, const T* src, std::size_t count, cudaStream_t stream,
+                  const Options& options = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
+    all_gather_bytes(dst, src, bytes_of<T>(count, "all_gather"), stream, options);
+  }
+  template <class T>
+  void all_to_all(T* dst, const T* src, std::size_t count, cudaStream_t stream,
+                  const Options& options = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
+    all_to_all_bytes(dst, src, bytes_of<T>(count, "all_to_all"), stream, options);
+  }
+  template <class T>
+  void all_to_allv(T* dst, const std::int64_t* recv_counts, const std::int64_t* recv_offsets,
+                   const T* src, const std::int64_t* send_counts, const std::int64_t* send_offsets,
+                   cudaStream_t stream, const Options& options = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
+    all_to_allv_bytes(dst, recv_counts, recv_offsets, src, send_counts, send_offsets, sizeof(T),
+                      stream, options);
+  }
+  template <class T>
+  void broadcast(T* dst, const T* src, std::size_t count, int root, cudaStream_t stream,
+                 const Options& options = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
+    broadcast_bytes(dst, src, bytes_of<T>(count, "broadcast"), root, stream, options);
+  }
+  template <class T>
+  void gather(T* dst, const T* src, std::size_t count, int root, cudaStream_t stream,
+              const Options& options = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
+    gather_bytes(dst, src, bytes_of<T>(count, "gather"), root, stream, options);
+  }
+  template <class T>
+  void scatter(T* dst, const T* src, std::size_t count, int root, cudaStream_t stream,
+               const Options& options = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
+    scatter_bytes(dst, src, bytes_of<T>(count, "scatter"), root, stream, options);
+  }
+  template <class T>
+  void send(const T* src, std::size_t count, int peer, cudaStream_t stream,
+            const Options& options = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
+    send_bytes(src, bytes_of<T>(count, "send"), peer, stream, options);
+  }
+  template <class T>
+  void recv(T* dst, std::size_t count, int peer, cudaStream_t stream, const Options& options = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
+    recv_bytes(dst, bytes_of<T>(count, "recv"), peer, stream, options);
+  }
+
+ private:
+  template <class T>
+  static std::size_t bytes_of(std::size_t count, const char* what) {
+    return checked_bytes(count, sizeof(T), what);
+  }
+  static std::size_t checked_bytes(std::size_t count, std::size_t element, const char* what);
+
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace iris::ccl

@@ -1,0 +1,55 @@
+// The layout of a communicator's workspace (one symmetric allocation, zeroed when the
+// communicator is made; the same offsets on every rank). Not public.
+//
+//   Control         epochs of the team's collectives and of each send/recv pair, and the flag
+//                   slots kernels exchange (see sync.hpp)
+//   packets         packet slots of the one-shot all_reduce: [parity][sender][packet]
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace iris::ccl::detail {
+
+/// Blocks one collective runs on at most: each block has its own flag channel.
+inline constexpr int kMaxChannels = 64;
+/// Members of a team, and world ranks a send/recv may name.
+inline constexpr int kMaxRanks = 128;
+inline constexpr std::size_t kLine = 128;
+/// sizeof(iris::device::packet) and its payload (checked where both are visible; this header
+/// stays host C++).
+inline constexpr std::size_t kPacketBytes = 16;
+inline constexpr std::size_t kPacketPayload = 8;
+
+/// A count of completed calls that every block of a kernel reads at its start and the last
+/// block to finish advances (sync.hpp). Only this rank touches it.
+struct alignas(kLine) EpochCounter {
+  std::uint64_t value;
+  std::uint32_t finished;  ///< blocks of the running kernel that have finished
+};
+
+struct Control {
+  EpochCounter team;             ///< collectives of the team (every member runs each one)
+  EpochCounter send[kMaxRanks];  ///< sends to world rank r
+  EpochCounter recv[kMaxRanks];  ///< receives from world rank r
+  /// sync[c][k]: the newest value team member k signalled to this rank on channel c.
+  alignas(kLine) std::uint64_t sync[kMaxChannels][kMaxRanks];
+  /// ready[c][r]: the send sequence world rank r announced to this rank (a send to it).
+  alignas(kLine) std::uint64_t ready[kMaxChannels][kMaxRanks];
+  /// done[c][r]: the send sequence world rank r has finished reading from this rank.
+  alignas(kLine) std::uint64_t done[kMaxChannels][kMaxRanks];
+  /// With ready: heap offset and bytes of world rank r's send buffer.
+  alignas(kLine) std::uint64_t send_offset[kMaxChannels][kMaxRanks];
+  alignas(kLine) std::uint64_t send_bytes[kMaxChannels][kMaxRanks];
+};
+
+/// Bytes before the packet slots.
+inline constexpr std::size_t kControlBytes = (sizeof(Control) + 255) / 256 * 256;
+
+/// Payload bytes one sender can place in one parity of the packet slots.
+inline constexpr std::size_t packet_payload_capacity(std::size_t packet_bytes, int team_size) {
+  const std::size_t per_sender = packet_bytes / 2 / static_cast<std::size_t>(team_size);
+  return per_sender / kPacketBytes * kPacketPayload;
+}
+
+}  // namespace iris::ccl::detail

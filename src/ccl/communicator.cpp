@@ -1,0 +1,588 @@
+// iris::ccl::Communicator: argument checks, algorithm selection and launch shapes. The kernels
+// are in reduce_kernels.cu and move_kernels.cu.
+#include "iris/ccl/communicator.hpp"
+
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ccl/checks.hpp"
+#include "ccl/launch.hpp"
+#include "iris/ccl/detail/workspace.hpp"
+#include "iris/host/env.hpp"
+#include "iris/host/error.hpp"
+
+namespace iris::ccl {
+
+namespace {
+
+using detail::kMaxChannels;
+
+/// Bytes a block handles at least before the next block is added, by default.
+constexpr std::size_t kDefaultChunkBytes = std::size_t{64} << 10;
+constexpr std::size_t kDefaultPacketChunkBytes = std::size_t{4} << 10;
+
+/// What each rank tells the others at construction, to size the default SM budget.
+struct PeerInfo {
+  std::uint64_t host;
+  char pci_bus[32];
+  std::int32_t multiprocessors;
+  std::int32_t max_blocks;  ///< the rank's CommunicatorOptions::max_blocks (0: default)
+};
+
+std::uint64_t host_hash() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return std::hash<std::string>{}(name);
+}
+
+struct Plan {
+  Algorithm algorithm = Algorithm::kAuto;
+  int blocks = 1;
+  std::size_t chunk = 0;
+};
+
+std::size_t ceil_div(std::size_t a, std::size_t b) {
+  return (a + b - 1) / b;
+}
+std::size_t round_up(std::size_t a, std::size_t b) {
+  return ceil_div(a, b) * b;
+}
+
+void check_enums(DataType type, ReduceOp op, const char* call) {
+  if (static_cast<int>(type) < 0 || static_cast<int>(type) > static_cast<int>(DataType::kUInt8))
+    throw Error(Errc::kInvalidArgument, std::string("iris::ccl::") + call + ": unknown DataType " +
+                                            std::to_string(static_cast<int>(type)));
+  if (static_cast<int>(op) < 0 || static_cast<int>(op) > static_cast<int>(ReduceOp::kAvg))
+    throw Error(Errc::kInvalidArgument, std::string("iris::ccl::") + call + ": unknown ReduceOp " +
+                                            std::to_string(static_cast<int>(op)));
+}
+
+}  // namespace
+
+struct Communicator::State {
+  Context* ctx = nullptr;
+  iris::team team;
+  int index = 0;
+  CommunicatorOptions options;
+  void* workspace = nullptr;
+  int max_blocks = 1;
+  TuningTable table;
+  ForcedAlgorithms forced{};
+  detail::HeapRange heap;
+
+  device::Communicator handle() const {
+    return {ctx->device(), team, index, static_cast<std::byte*>(workspace), options.packet_bytes};
+  }
+
+  std::size_t one_shot_capacity() const {
+    return detail::packet_payload_capacity(options.packet_bytes, team.size);
+  }
+
+  /// Why `algorithm` cannot run this call, or null.
+  const char* unfit(Collective c, Algorithm algorithm, std::size_t bytes, bool in_place) const {
+    if (!collective_has(c, algorithm)) return "the collective has no such algorithm";
+    if (c == Collective::kAllReduce) {
+      if (algorithm == Algorithm::kOneShot && bytes > one_shot_capacity())
+        return "the message is larger than the packet slots take (CommunicatorOptions::"
+               "packet_bytes)";
+      if (algorithm == Algorithm::kOneShotPull && in_place)
+        return "one_shot_pull cannot run in place (members read each other's input while "
+               "writing their output)";
+    }
+    return nullptr;
+  }
+
+  Algorithm fallback(Collective c, std::size_t bytes, bool in_place) const {
+    if (c == Collective::kAllReduce)
+      return unfit(c, Algorithm::kOneShot, bytes, in_place) == nullptr && bytes <= (256u << 10)
+                 ? Algorithm::kOneShot
+                 : Algorithm::kTwoShot;
+    return Algorithm::kPull;
+  }
+
+  Plan plan(Collective c, std::size_t bytes, const Options& options, bool in_place,
+            const char* call) const {
+    if (options.max_blocks < 0 || options.max_blocks > kMaxChannels)
+      throw Error(Errc::kInvalidArgument, std::string("iris::ccl::") + call +
+                                              ": Options::max_blocks " +
+                                              std::to_string(options.max_blocks) +
+                                              " is outside 0.." + std::to_string(kMaxChannels));
+    Plan plan;
+    int blocks = options.max_blocks;
+    plan.chunk = options.chunk_bytes;
+    const Algorithm forced = options.algorithm != Algorithm::kAuto
+                                 ? options.algorithm
+                                 : this->forced[static_cast<int>(c)];
+    if (forced != Algorithm::kAuto) {
+      if (const char* why = unfit(c, forced, bytes, in_place))
+        throw Error(Errc::kInvalidArgument,
+                    std::string("iris::ccl::") + call + ": algorithm " +
+                        std::string(to_string(forced)) + " (forced by " +
+                        (options.algorithm != Algorithm::kAuto ? "Options::algorithm"
+                                                               : std::string(kAlgorithmEnv)) +
+                        ") cannot run this call: " + why);
+      plan.algorithm = forced;
+    } else {
+      for (const TuningEntry* e : table.candidates(c, team.size, bytes)) {
+        if (unfit(c, e->algorithm, bytes, in_place) != nullptr) continue;
+        plan.algorithm = e->algorithm;
+        if (blocks == 0) blocks = e->max_blocks;
+        if (plan.chunk == 0) plan.chunk = e->chunk_bytes;
+        break;
+      }
+      if (plan.algorithm == Algorithm::kAuto) plan.algorithm = fallback(c, bytes, in_place);
+    }
+    if (blocks <= 0 || blocks > kMaxChannels) blocks = max_blocks;
+    if (plan.chunk == 0)
+      plan.chunk =
+          plan.algorithm == Algorithm::kOneShot ? kDefaultPacketChunkBytes : kDefaultChunkBytes;
+    plan.blocks = static_cast<int>(std::clamp<std::size_t>(ceil_div(bytes, plan.chunk), 1, blocks));
+    return plan;
+  }
+
+  void heap_check(const void* ptr, std::size_t bytes, const char* call, const char* name) const {
+    detail::check_on_heap(heap, ptr, bytes, call, name);
+  }
+
+  void make_current() const { IRIS_CUDA_CHECK(cudaSetDevice(ctx->cuda_device())); }
+
+  /// Launch for a movement collective of parts of `bytes` bytes.
+  void move(detail::MoveParams params, const Plan& plan, cudaStream_t stream) const {
+    params.comm = handle();
+    const std::size_t tile =
+        round_up(ceil_div(std::max<std::size_t>(params.bytes, 1), plan.blocks), 256);
+    params.tile = tile;
+    int blocks = params.kind == detail::MoveKind::kAllToAllv
+                     ? plan.blocks
+                     : static_cast<int>(std::max<std::size_t>(1, ceil_div(params.bytes, tile)));
+    // A send only announces its buffer and waits: one block serves every channel the
+    // receiver's grid uses.
+    if (params.kind == detail::MoveKind::kSend) blocks = 1;
+    make_current();
+    detail::launch_move(params, blocks, options.threads, stream);
+  }
+};
+
+Communicator::Communicator(Context& ctx, const CommunicatorOptions& options)
+    : Communicator(ctx, iris::team::world(ctx.world_size()), options) {}
+
+Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOptions& options)
+    : state_(std::make_unique<State>()) {
+  detail::check_team(team, ctx.world_size(), ctx.rank());
+  if (options.threads < 32 || options.threads > detail::kMaxThreads || options.threads % 32 != 0)
+    throw Error(Errc::kInvalidArgument,
+                "iris::ccl::Communicator: threads " + std::to_string(options.threads) +
+                    " must be a multiple of 32 in 32.." + std::to_string(detail::kMaxThreads));
+  if (options.max_blocks < 0 || options.max_blocks > kMaxChannels)
+    throw Error(Errc::kInvalidArgument, "iris::ccl::Communicator: max_blocks " +
+                                            std::to_string(options.max_blocks) + " is outside 0.." +
+                                            std::to_string(kMaxChannels));
+  const std::size_t min_packets = 2 * static_cast<std::size_t>(team.size) * detail::kPacketBytes;
+  if (options.packet_bytes < min_packets || options.packet_bytes % 256 != 0)
+    throw Error(Errc::kInvalidArgument,
+                "iris::ccl::Communicator: packet_bytes " + std::to_string(options.packet_bytes) +
+                    " must be a multiple of 256 and at least " + std::to_string(min_packets));
+  State& s = *state_;
+  s.ctx = &ctx;
+  s.team = team;
+  s.index = team.index_of(ctx.rank());
+  s.options = options;
+
+  // The SM budget: the GPU's multiprocessors shared among the ranks on it, the smallest
+  // across the team (every member must launch the same grids).
+  IRIS_CUDA_CHECK(cudaSetDevice(ctx.cuda_device()));
+  PeerInfo mine{};
+  mine.host = host_hash();
+  IRIS_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.pci_bus, sizeof(mine.pci_bus), ctx.cuda_device()));
+  IRIS_CUDA_CHECK(cudaDeviceGetAttribute(&mine.multiprocessors, cudaDevAttrMultiProcessorCount,
+                                         ctx.cuda_device()));
+  mine.max_blocks = options.max_blocks;
+  std::vector<PeerInfo> all(ctx.world_size());
+  ctx.bootstrap().allgather(&mine, all.data(), sizeof(PeerInfo));
+  int budget = kMaxChannels;
+  for (int k = 0; k < team.size; ++k) {
+    const PeerInfo& p = all[team.world_rank(k)];
+    int sharing = 0;
+    for (const PeerInfo& q : all)
+      sharing += q.host == p.host && std::strncmp(q.pci_bus, p.pci_bus, sizeof(p.pci_bus)) == 0;
+    const int own =
+        p.max_blocks > 0 ? p.max_blocks : std::max(1, p.multiprocessors / std::max(1, sharing));
+    budget = std::min(budget, own);
+  }
+  s.max_blocks = std::max(1, budget);
+
+  if (auto path = env::get(kTuningEnv)) {
+    s.table = TuningTable::from_file(*path);
+  } else {
+    s.table = TuningTable::defaults();
+  }
+  if (auto forced = env::get(kAlgorithmEnv)) {
+    s.forced = parse_forced_algorithms(*forced);
+  } else {
+    s.forced.fill(Algorithm::kAuto);
+  }
+
+  const HeapInfo heap = ctx.heap();
+  s.heap.begin = reinterpret_cast<std::uintptr_t>(heap.base) + heap.reserved;
+  s.heap.end = reinterpret_cast<std::uintptr_t>(heap.base) + heap.size;
+
+  const std::size_t bytes = detail::kControlBytes + options.packet_bytes;
+  s.workspace = ctx.allocate_bytes(bytes, 256);
+  IRIS_CUDA_CHECK(cudaMemset(s.workspace, 0, bytes));
+  ctx.barrier();  // every rank's workspace is zero before any kernel signals into it
+}
+
+Communicator::~Communicator() {
+  if (!state_ || state_->workspace == nullptr) return;
+  try {
+    state_->ctx->barrier();
+    state_->ctx->free_bytes(state_->workspace);
+  } catch (...) {
+    // A device report has already been thrown to the caller of an earlier synchronization, or
+    // the job is going down; freeing is collective and cannot be completed alone.
+  }
+}
+
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+  if (this != &other) {
+    Communicator dying(std::move(*this));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+const iris::team& Communicator::team() const {
+  return state_->team;
+}
+int Communicator::index() const {
+  return state_->index;
+}
+int Communicator::size() const {
+  return state_->team.size;
+}
+int Communicator::max_blocks() const {
+  return state_->max_blocks;
+}
+std::size_t Communicator::one_shot_capacity() const {
+  return state_->one_shot_capacity();
+}
+device::Communicator Communicator::device() const {
+  return state_->handle();
+}
+const TuningTable& Communicator::tuning() const {
+  return state_->table;
+}
+
+Algorithm Communicator::select(Collective collective, std::size_t bytes, const Options& options,
+                               bool in_place) const {
+  return state_->plan(collective, bytes, options, in_place, "select").algorithm;
+}
+
+std::size_t Communicator::checked_bytes(std::size_t count, std::size_t element, const char* what) {
+  return detail::checked_bytes(count, element, what);
+}
+
+// ---- reductions ------------------------------------------------------------------------------
+
+void Communicator::all_reduce(void* dst, const void* src, std::size_t count, DataType type,
+                              ReduceOp op, cudaStream_t stream, const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "all_reduce";
+  check_enums(type, op, kCall);
+  const std::size_t es = size_of(type);
+  const std::size_t bytes = detail::checked_bytes(count, es, kCall);
+  if (count == 0) return;
+  s.heap_check(src, bytes, kCall, "src");
+  s.heap_check(dst, bytes, kCall, "dst");
+  detail::check_aliasing(dst, bytes, src, bytes, true, kCall, "dst", "src",
+                         "in place means dst == src");
+  const bool in_place = dst == src;
+  const Plan plan = s.plan(Collective::kAllReduce, bytes, options, in_place, kCall);
+  s.make_current();
+  if (plan.algorithm == Algorithm::kOneShot) {
+    detail::PacketParams p{};
+    p.comm = s.handle();
+    p.op = op;
+    p.dst = dst;
+    p.src = src;
+    p.count = count;
+    const std::size_t packets = ceil_div(bytes, detail::kPacketPayload);
+    p.tile_packets = ceil_div(packets, plan.blocks);
+    p.slots_per_sender = s.options.packet_bytes / 2 / s.team.size / detail::kPacketBytes;
+    const int blocks = static_cast<int>(ceil_div(packets, p.tile_packets));
+    detail::launch_all_reduce_packets(p, type, blocks, s.options.threads, stream);
+    return;
+  }
+  detail::ReduceParams p{};
+  p.comm = s.handle();
+  p.kind = plan.algorithm == Algorithm::kOneShotPull ? detail::ReduceKind::kAllReducePull
+                                                     : detail::ReduceKind::kAllReduceTwoShot;
+  p.op = op;
+  p.dst = dst;
+  p.src = src;
+  p.count = count;
+  p.tile = round_up(ceil_div(count, plan.blocks), 256 / es);
+  detail::launch_reduce(p, type, static_cast<int>(ceil_div(count, p.tile)), s.options.threads,
+                        stream);
+}
+
+void Communicator::reduce_scatter(void* dst, const void* src, std::size_t count, DataType type,
+                                  ReduceOp op, cudaStream_t stream, const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "reduce_scatter";
+  check_enums(type, op, kCall);
+  const std::size_t es = size_of(type);
+  const std::size_t bytes = detail::checked_bytes(count, es, kCall);
+  const std::size_t all = detail::checked_product(bytes, s.team.size, kCall);
+  if (count == 0) return;
+  s.heap_check(src, all, kCall, "src");
+  s.heap_check(dst, bytes, kCall, "dst");
+  const void* mine = static_cast<const std::byte*>(src) + s.index * bytes;
+  if (dst != mine)
+    detail::check_aliasing(dst, bytes, src, all, false, kCall, "dst", "src",
+                           "in place means dst == src + index() * count");
+  const Plan plan = s.plan(Collective::kReduceScatter, bytes, options, dst == mine, kCall);
+  detail::ReduceParams p{};
+  p.comm = s.handle();
+  p.kind = detail::ReduceKind::kReduceScatter;
+  p.op = op;
+  p.dst = dst;
+  p.src = src;
+  p.count = count;
+  p.tile = round_up(ceil_div(count, plan.blocks), 256 / es);
+  s.make_current();
+  detail::launch_reduce(p, type, static_cast<int>(ceil_div(count, p.tile)), s.options.threads,
+                        stream);
+}
+
+void Communicator::reduce(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op,
+                          int root, cudaStream_t stream, const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "reduce";
+  check_enums(type, op, kCall);
+  detail::check_root(root, s.team.size, kCall);
+  const std::size_t es = size_of(type);
+  const std::size_t bytes = detail::checked_bytes(count, es, kCall);
+  if (count == 0) return;
+  s.heap_check(src, bytes, kCall, "src");
+  if (s.index == root) {
+    s.heap_check(dst, bytes, kCall, "dst");
+    detail::check_aliasing(dst, bytes, src, bytes, true, kCall, "dst", "src",
+                           "in place means dst == src");
+  }
+  const Plan plan = s.plan(Collective::kReduce, bytes, options, dst == src, kCall);
+  detail::ReduceParams p{};
+  p.comm = s.handle();
+  p.kind = detail::ReduceKind::kReduce;
+  p.op = op;
+  p.dst = dst;
+  p.src = src;
+  p.count = count;
+  p.root = root;
+  p.tile = round_up(ceil_div(count, plan.blocks), 256 / es);
+  s.make_current();
+  detail::launch_reduce(p, type, static_cast<int>(ceil_div(count, p.tile)), s.options.threads,
+                        stream);
+}
+
+// ---- movement --------------------------------------------------------------------------------
+
+void Communicator::all_gather_bytes(void* dst, const void* src, std::size_t bytes,
+                                    cudaStream_t stream, const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "all_gather";
+  const std::size_t all = detail::checked_product(bytes, s.team.size, kCall);
+  if (bytes == 0) return;
+  s.heap_check(src, bytes, kCall, "src");
+  s.heap_check(dst, all, kCall, "dst");
+  const void* mine = static_cast<std::byte*>(dst) + s.index * bytes;
+  if (src != mine)
+    detail::check_aliasing(dst, all, src, bytes, false, kCall, "dst", "src",
+                           "in place means src == dst + index() * count");
+  const Plan plan = s.plan(Collective::kAllGather, bytes, options, src == mine, kCall);
+  detail::MoveParams p{};
+  p.kind = plan.algorithm == Algorithm::kPush ? detail::MoveKind::kAllGatherPush
+                                              : detail::MoveKind::kAllGatherPull;
+  p.dst = static_cast<std::byte*>(dst);
+  p.src = static_cast<const std::byte*>(src);
+  p.bytes = bytes;
+  s.move(p, plan, stream);
+}
+
+void Communicator::all_to_all_bytes(void* dst, const void* src, std::size_t bytes,
+                                    cudaStream_t stream, const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "all_to_all";
+  const std::size_t all = detail::checked_product(bytes, s.team.size, kCall);
+  if (bytes == 0) return;
+  s.heap_check(src, all, kCall, "src");
+  s.heap_check(dst, all, kCall, "dst");
+  detail::check_aliasing(dst, all, src, all, false, kCall, "dst", "src",
+                         "all_to_all is out of place only");
+  const Plan plan = s.plan(Collective::kAllToAll, bytes, options, false, kCall);
+  detail::MoveParams p{};
+  p.kind = detail::MoveKind::kAllToAll;
+  p.dst = static_cast<std::byte*>(dst);
+  p.src = static_cast<const std::byte*>(src);
+  p.bytes = bytes;
+  s.move(p, plan, stream);
+}
+
+void Communicator::all_to_allv_bytes(void* dst, const std::int64_t* recv_counts,
+                                     const std::int64_t* recv_offsets, const void* src,
+                                     const std::int64_t* send_counts,
+                                     const std::int64_t* send_offsets, std::size_t element_bytes,
+                                     cudaStream_t stream, const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "all_to_allv";
+  if (element_bytes == 0)
+    throw Error(Errc::kInvalidArgument, "iris::ccl::all_to_allv: element_bytes is 0");
+  const std::size_t table = s.team.size * sizeof(std::int64_t);
+  s.heap_check(recv_counts, table, kCall, "recv_counts");
+  s.heap_check(recv_offsets, table, kCall, "recv_offsets");
+  s.heap_check(send_counts, table, kCall, "send_counts");
+  s.heap_check(send_offsets, table, kCall, "send_offsets");
+  s.heap_check(src, 1, kCall, "src");
+  s.heap_check(dst, 1, kCall, "dst");
+  if (dst == src)
+    throw Error(Errc::kInvalidArgument,
+                "iris::ccl::all_to_allv: dst == src; all_to_allv is "
+                "out of place only");
+  // Sizes live on the device: the budget decides the grid.
+  Options opts = options;
+  const Plan plan = s.plan(Collective::kAllToAllv, std::size_t{1} << 40, opts, false, kCall);
+  detail::MoveParams p{};
+  p.kind = detail::MoveKind::kAllToAllv;
+  p.dst = static_cast<std::byte*>(dst);
+  p.src = static_cast<const std::byte*>(src);
+  p.bytes = 0;
+  p.recv_counts = recv_counts;
+  p.recv_offsets = recv_offsets;
+  p.send_counts = send_counts;
+  p.send_offsets = send_offsets;
+  p.element_bytes = element_bytes;
+  s.move(p, plan, stream);
+}
+
+void Communicator::broadcast_bytes(void* dst, const void* src, std::size_t bytes, int root,
+                                   cudaStream_t stream, const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "broadcast";
+  detail::check_root(root, s.team.size, kCall);
+  if (bytes == 0) return;
+  s.heap_check(src, bytes, kCall, "src");
+  s.heap_check(dst, bytes, kCall, "dst");
+  detail::check_aliasing(dst, bytes, src, bytes, true, kCall, "dst", "src",
+                         "in place means dst == src");
+  const Plan plan = s.plan(Collective::kBroadcast, bytes, options, dst == src, kCall);
+  detail::MoveParams p{};
+  p.kind = detail::MoveKind::kBroadcast;
+  p.dst = static_cast<std::byte*>(dst);
+  p.src = static_cast<const std::byte*>(src);
+  p.bytes = bytes;
+  p.root = root;
+  s.move(p, plan, stream);
+}
+
+void Communicator::gather_bytes(void* dst, const void* src, std::size_t bytes, int root,
+                                cudaStream_t stream, const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "gather";
+  detail::check_root(root, s.team.size, kCall);
+  const std::size_t all = detail::checked_product(bytes, s.team.size, kCall);
+  if (bytes == 0) return;
+  s.heap_check(src, bytes, kCall, "src");
+  if (s.index == root) {
+    s.heap_check(dst, all, kCall, "dst");
+    const void* mine = static_cast<std::byte*>(dst) + s.index * bytes;
+    if (src != mine)
+      detail::check_aliasing(dst, all, src, bytes, false, kCall, "dst", "src",
+                             "in place means src == dst + index() * count");
+  }
+  const Plan plan = s.plan(Collective::kGather, bytes, options, false, kCall);
+  detail::MoveParams p{};
+  p.kind = detail::MoveKind::kGather;
+  p.dst = static_cast<std::byte*>(dst);
+  p.src = static_cast<const std::byte*>(src);
+  p.bytes = bytes;
+  p.root = root;
+  s.move(p, plan, stream);
+}
+
+void Communicator::scatter_bytes(void* dst, const void* src, std::size_t bytes, int root,
+                                 cudaStream_t stream, const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "scatter";
+  detail::check_root(root, s.team.size, kCall);
+  const std::size_t all = detail::checked_product(bytes, s.team.size, kCall);
+  if (bytes == 0) return;
+  s.heap_check(src, all, kCall, "src");
+  s.heap_check(dst, bytes, kCall, "dst");
+  const void* mine = static_cast<const std::byte*>(src) + s.index * bytes;
+  if (!(s.index == root && dst == mine))
+    detail::check_aliasing(dst, bytes, src, all, false, kCall, "dst", "src",
+                           "in place (on the root only) means dst == src + root * count");
+  const Plan plan = s.plan(Collective::kScatter, bytes, options, false, kCall);
+  detail::MoveParams p{};
+  p.kind = detail::MoveKind::kScatter;
+  p.dst = static_cast<std::byte*>(dst);
+  p.src = static_cast<const std::byte*>(src);
+  p.bytes = bytes;
+  p.root = root;
+  s.move(p, plan, stream);
+}
+
+void Communicator::send_bytes(const void* src, std::size_t bytes, int peer, cudaStream_t stream,
+                              const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "send";
+  detail::check_root(peer, s.team.size, kCall, "peer");
+  if (peer == s.index)
+    throw Error(Errc::kInvalidArgument, "iris::ccl::send: peer is this rank's own index");
+  if (bytes == 0) return;
+  s.heap_check(src, bytes, kCall, "src");
+  const Plan plan = s.plan(Collective::kSendRecv, bytes, options, false, kCall);
+  detail::MoveParams p{};
+  p.kind = detail::MoveKind::kSend;
+  p.src = static_cast<const std::byte*>(src);
+  p.bytes = bytes;
+  p.peer = s.team.world_rank(peer);
+  s.move(p, plan, stream);
+}
+
+void Communicator::recv_bytes(void* dst, std::size_t bytes, int peer, cudaStream_t stream,
+                              const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "recv";
+  detail::check_root(peer, s.team.size, kCall, "peer");
+  if (peer == s.index)
+    throw Error(Errc::kInvalidArgument, "iris::ccl::recv: peer is this rank's own index");
+  if (bytes == 0) return;
+  s.heap_check(dst, bytes, kCall, "dst");
+  const Plan plan = s.plan(Collective::kSendRecv, bytes, options, false, kCall);
+  detail::MoveParams p{};
+  p.kind = detail::MoveKind::kRecv;
+  p.dst = static_cast<std::byte*>(dst);
+  p.bytes = bytes;
+  p.peer = s.team.world_rank(peer);
+  s.move(p, plan, stream);
+}
+
+void Communicator::barrier(cudaStream_t stream) {
+  const State& s = *state_;
+  detail::MoveParams p{};
+  p.kind = detail::MoveKind::kBarrier;
+  p.bytes = 0;
+  Plan plan;
+  plan.blocks = 1;
+  s.move(p, plan, stream);
+}
+
+}  // namespace iris::ccl

@@ -1,0 +1,75 @@
+// What the host side of iris::ccl hands its kernels, and the launchers (src/ccl/*.cu).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "iris/ccl/handle.hpp"
+#include "iris/ccl/types.hpp"
+
+namespace iris::ccl::detail {
+
+/// Threads per block the kernels are compiled for at most (CommunicatorOptions::threads).
+inline constexpr int kMaxThreads = 512;
+
+enum class ReduceKind : int { kAllReducePull, kAllReduceTwoShot, kReduceScatter, kReduce };
+
+struct ReduceParams {
+  device::Communicator comm;
+  ReduceKind kind;
+  ReduceOp op;
+  void* dst;
+  const void* src;
+  std::size_t count;  ///< elements (per member part for reduce_scatter)
+  std::size_t tile;   ///< elements per block
+  int root;           ///< team index (reduce)
+};
+
+struct PacketParams {
+  device::Communicator comm;
+  ReduceOp op;
+  void* dst;
+  const void* src;
+  std::size_t count;
+  std::size_t tile_packets;      ///< packets per block
+  std::size_t slots_per_sender;  ///< packets of one sender in one parity
+};
+
+enum class MoveKind : int {
+  kAllGatherPull,
+  kAllGatherPush,
+  kAllToAll,
+  kAllToAllv,
+  kBroadcast,
+  kGather,
+  kScatter,
+  kSend,
+  kRecv,
+  kBarrier,
+};
+
+struct MoveParams {
+  device::Communicator comm;
+  MoveKind kind;
+  std::byte* dst;
+  const std::byte* src;
+  std::size_t bytes;  ///< bytes of one part
+  std::size_t tile;   ///< bytes per block (all_to_allv: computed per peer on the device)
+  int root;           ///< team index
+  int peer;           ///< world rank (send/recv)
+  const std::int64_t* recv_counts;
+  const std::int64_t* recv_offsets;
+  const std::int64_t* send_counts;
+  const std::int64_t* send_offsets;
+  std::size_t element_bytes;
+};
+
+void launch_reduce(const ReduceParams& params, DataType type, int blocks, int threads,
+                   cudaStream_t stream);
+void launch_all_reduce_packets(const PacketParams& params, DataType type, int blocks, int threads,
+                               cudaStream_t stream);
+void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t stream);
+
+}  // namespace iris::ccl::detail

@@ -1,0 +1,183 @@
+// The movement collectives' kernels (bytes only): all_gather, all_to_all(v), broadcast, gather,
+// scatter, send, recv, barrier. One kernel; the collective is chosen at run time. Block c moves
+// slice c of every part it handles and meets block c of the other members before (their
+// buffers are ready) and after (everyone is done with them).
+#include "ccl/launch.hpp"
+#include "iris/ccl/detail/device_impl.hpp"
+#include "iris/host/error.hpp"
+
+namespace iris::ccl::detail {
+
+namespace {
+
+using iris::device::get;
+using iris::device::put;
+
+/// Bytes [first, first + n) of a part of `bytes` bytes that block `c` of `blocks` moves, when
+/// each block takes `tile` bytes.
+struct Slice {
+  std::size_t first = 0, n = 0;
+};
+IRIS_DEVICE_FN IRIS_FORCEINLINE Slice slice_of(std::size_t bytes, std::size_t tile, unsigned c) {
+  const std::size_t first = static_cast<std::size_t>(c) * tile;
+  if (first >= bytes) return {bytes, 0};
+  return {first, bytes - first < tile ? bytes - first : tile};
+}
+
+/// An even split of `bytes` over the grid, in 256-byte units (per-peer sizes known on the
+/// device only: all_to_allv, recv).
+IRIS_DEVICE_FN IRIS_FORCEINLINE std::size_t even_tile(std::size_t bytes) {
+  const std::size_t per = (bytes + gridDim.x - 1) / gridDim.x;
+  return (per + 255) / 256 * 256;
+}
+
+// clang-format off
+/// What a timed-out exchange reports (the operation field holds at most 31 characters).
+__device__ const char* const kEntryNames[] = {
+    "ccl all_gather(pull) entry", "ccl all_gather(push) entry", "ccl all_to_all entry",
+    "ccl all_to_allv entry", "ccl broadcast entry", "ccl gather entry", "ccl scatter entry",
+    "ccl send", "ccl recv", "ccl barrier"};
+__device__ const char* const kExitNames[] = {
+    "ccl all_gather(pull) exit", "ccl all_gather(push) exit", "ccl all_to_all exit",
+    "ccl all_to_allv exit", "ccl broadcast exit", "ccl gather exit", "ccl scatter exit",
+    "ccl send", "ccl recv", "ccl barrier"};
+// clang-format on
+
+__global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant__ MoveParams p) {
+  const device::Communicator& comm = p.comm;
+  const auto& ctx = comm.ctx;
+  const iris::block block;
+  const unsigned c = blockIdx.x;
+  const int channel = static_cast<int>(c);
+  const int me = comm.index;
+  const int members = comm.team.size;
+  Control* control = detail::control(comm);
+
+  if (p.kind == MoveKind::kSend || p.kind == MoveKind::kRecv) {
+    const bool sending = p.kind == MoveKind::kSend;
+    EpochCounter* counter = sending ? &control->send[p.peer] : &control->recv[p.peer];
+    const std::uint64_t seq = epoch_begin(counter);
+    if (!sending) check_channel(comm, channel, "ccl recv");
+    const int self = ctx.rank();
+    if (sending) {
+      // One block: thread c announces the buffer on channel c to the receiver's block c (the
+      // receiver pulls), then waits for that block to be done with it.
+      const std::size_t channels = p.bytes == 0 ? 1 : (p.bytes + p.tile - 1) / p.tile;
+      for (std::size_t ch = threadIdx.x; ch < channels; ch += blockDim.x) {
+        check_channel(comm, static_cast<int>(ch), "ccl send");
+        *ctx.translate(&control->send_offset[ch][self], p.peer) = ctx.offset_of(p.src);
+        *ctx.translate(&control->send_bytes[ch][self], p.peer) = p.bytes;
+        announce(comm, &control->ready[ch][self], seq, p.peer);
+      }
+      for (std::size_t ch = threadIdx.x; ch < channels; ch += blockDim.x)
+        await(comm, &control->done[ch][p.peer], seq, p.peer, "ccl send (receiver done)");
+      __syncthreads();
+    } else {
+      __shared__ std::uint64_t offset, bytes;
+      if (threadIdx.x == 0) {
+        await(comm, &control->ready[channel][p.peer], seq, p.peer, "ccl recv (sender ready)");
+        offset = control->send_offset[channel][p.peer];
+        bytes = control->send_bytes[channel][p.peer];
+      }
+      __syncthreads();
+      const std::size_t n_all = bytes < p.bytes ? bytes : p.bytes;
+      const Slice s = slice_of(n_all, p.tile, c);
+      const std::byte* remote = ctx.at<const std::byte>(offset, ctx.rank());
+      get(block, ctx, p.dst + s.first, remote + s.first, s.n, p.peer);
+      __syncthreads();
+      if (threadIdx.x == 0) announce(comm, &control->done[channel][self], seq, p.peer);
+    }
+    epoch_end(counter, seq);
+    return;
+  }
+
+  const std::uint64_t epoch = device::begin(comm);
+  const std::uint64_t entry = exchange_value(epoch, 0);
+  team_exchange(comm, channel, entry, kEntryNames[static_cast<int>(p.kind)]);
+  const Slice s = slice_of(p.bytes, p.tile, c);
+  switch (p.kind) {
+    case MoveKind::kAllGatherPull: {
+      // In place (on every member), member k's part is already at dst + k * bytes there.
+      const bool in_place = p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
+      for (int j = 0; j < members; ++j) {
+        const int k = (me + j) % members;
+        std::byte* out = p.dst + static_cast<std::size_t>(k) * p.bytes;
+        if (in_place && k == me) continue;
+        get(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n, comm.world_rank(k));
+      }
+      break;
+    }
+    case MoveKind::kAllGatherPush: {
+      std::byte* out = p.dst + static_cast<std::size_t>(me) * p.bytes;
+      for (int j = 0; j < members; ++j) {
+        const int k = (me + j) % members;
+        if (k == me && out == p.src) continue;
+        put(block, ctx, out + s.first, p.src + s.first, s.n, comm.world_rank(k));
+      }
+      break;
+    }
+    case MoveKind::kAllToAll:
+      for (int j = 0; j < members; ++j) {
+        const int k = (me + j) % members;
+        get(block, ctx, p.dst + static_cast<std::size_t>(k) * p.bytes + s.first,
+            p.src + static_cast<std::size_t>(me) * p.bytes + s.first, s.n, comm.world_rank(k));
+      }
+      break;
+    case MoveKind::kAllToAllv:
+      for (int j = 0; j < members; ++j) {
+        const int k = (me + j) % members;
+        const int from = comm.world_rank(k);
+        const std::int64_t sent = *ctx.translate(p.send_counts + me, from);
+        const std::int64_t at = *ctx.translate(p.send_offsets + me, from);
+        const std::int64_t room = p.recv_counts[k];
+        const std::int64_t count = sent < room ? sent : room;
+        if (count <= 0) continue;
+        const std::size_t bytes = static_cast<std::size_t>(count) * p.element_bytes;
+        const Slice v = slice_of(bytes, even_tile(bytes), c);
+        get(block, ctx,
+            p.dst + static_cast<std::size_t>(p.recv_offsets[k]) * p.element_bytes + v.first,
+            p.src + static_cast<std::size_t>(at) * p.element_bytes + v.first, v.n, from);
+      }
+      break;
+    case MoveKind::kBroadcast:
+      // In place (dst == src on every member), the root's data is at dst.
+      if (!(me == p.root && p.dst == p.src))
+        get(block, ctx, p.dst + s.first, p.src + s.first, s.n, comm.world_rank(p.root));
+      break;
+    case MoveKind::kGather:
+      if (me == p.root) {
+        // In place (on every member), member k's part is at dst + k * bytes there.
+        const bool in_place = p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
+        for (int j = 0; j < members; ++j) {
+          const int k = (me + j) % members;
+          std::byte* out = p.dst + static_cast<std::size_t>(k) * p.bytes;
+          if (in_place && k == me) continue;
+          get(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n,
+              comm.world_rank(k));
+        }
+      }
+      break;
+    case MoveKind::kScatter: {
+      const std::byte* in = p.src + static_cast<std::size_t>(me) * p.bytes;
+      if (!(me == p.root && p.dst == in))
+        get(block, ctx, p.dst + s.first, in + s.first, s.n, comm.world_rank(p.root));
+      break;
+    }
+    case MoveKind::kBarrier:
+    case MoveKind::kSend:
+    case MoveKind::kRecv:
+      break;
+  }
+  if (p.kind != MoveKind::kBarrier)
+    team_exchange(comm, channel, entry + 1, kExitNames[static_cast<int>(p.kind)]);
+  device::end(comm, epoch);
+}
+
+}  // namespace
+
+void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t stream) {
+  move_kernel<<<blocks, threads, 0, stream>>>(params);
+  IRIS_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace iris::ccl::detail

@@ -1,0 +1,147 @@
+// The reducing collectives' kernels: all_reduce (one-shot packets, one-shot pull, two-shot),
+// reduce_scatter and reduce. One kernel per element type; the operator is chosen at run time.
+#include "ccl/launch.hpp"
+#include "iris/ccl/detail/device_impl.hpp"
+#include "iris/device/packet.hpp"
+#include "iris/host/error.hpp"
+
+namespace iris::ccl::detail {
+
+namespace {
+
+static_assert(sizeof(iris::device::packet) == kPacketBytes &&
+              iris::device::kPacketPayloadBytes == kPacketPayload);
+
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    reduce_kernel(const __grid_constant__ ReduceParams p) {
+  const device::Communicator& comm = p.comm;
+  const std::uint64_t epoch = device::begin(comm);
+  const int channel = static_cast<int>(blockIdx.x);
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * p.tile;
+  const std::size_t last = first + p.tile < p.count ? first + p.tile : p.count;
+  const std::size_t n = last > first ? last - first : 0;
+  T* dst = static_cast<T*>(p.dst);
+  const T* src = static_cast<const T*>(p.src);
+  const device::Round round{epoch, channel, 0};
+  switch (p.kind) {
+    case ReduceKind::kAllReducePull:
+      device::all_reduce(iris::block{}, comm, round, dst + first, src + first, n, p.op,
+                         Algorithm::kOneShotPull);
+      break;
+    case ReduceKind::kAllReduceTwoShot:
+      device::all_reduce(iris::block{}, comm, round, dst + first, src + first, n, p.op,
+                         Algorithm::kTwoShot);
+      break;
+    case ReduceKind::kReduceScatter: {
+      const std::uint64_t entry = exchange_value(epoch, 0);
+      team_exchange(comm, channel, entry, "ccl reduce_scatter (entry)");
+      reduce_span(comm, dst + first, false,
+                  src + static_cast<std::size_t>(comm.index) * p.count + first, n, p.op);
+      team_exchange(comm, channel, entry + 1, "ccl reduce_scatter (exit)");
+      break;
+    }
+    case ReduceKind::kReduce: {
+      const std::uint64_t entry = exchange_value(epoch, 0);
+      team_exchange(comm, channel, entry, "ccl reduce (entry)");
+      if (comm.index == p.root) reduce_span(comm, dst + first, false, src + first, n, p.op);
+      team_exchange(comm, channel, entry + 1, "ccl reduce (exit)");
+      break;
+    }
+  }
+  device::end(comm, epoch);
+}
+
+/// One-shot all_reduce in packets. Every rank writes its input, as packets flagged with the
+/// epoch, into its own slots on every other rank (parity epoch % 2), then reduces, in team
+/// order, its own input with what the others' packets carry. No exchange of flags: the packets
+/// are the flags. A rank reuses a parity's slots two calls later, by which time every reader of
+/// them has finished (it must have sent its packets of the call between, which it does only
+/// after its previous call ended).
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    all_reduce_packets_kernel(const __grid_constant__ PacketParams p) {
+  using iris::device::packet;
+  const device::Communicator& comm = p.comm;
+  const auto& ctx = comm.ctx;
+  const std::uint64_t epoch = device::begin(comm);
+  const auto flag = static_cast<std::uint32_t>(epoch);
+  const int parity = static_cast<int>(epoch & 1);
+  const int members = comm.team.size;
+  const std::size_t bytes = p.count * sizeof(T);
+  const std::size_t packets = iris::device::packets_for(bytes);
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * p.tile_packets;
+  const std::size_t last = first + p.tile_packets < packets ? first + p.tile_packets : packets;
+  auto* slots = reinterpret_cast<packet*>(comm.workspace + kControlBytes);
+  auto region = [&](int sender) {
+    return slots + (static_cast<std::size_t>(parity) * members + sender) * p.slots_per_sender;
+  };
+  const auto* src = static_cast<const std::byte*>(p.src);
+  auto* dst = static_cast<std::byte*>(p.dst);
+  for (std::size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+    const std::uint64_t word = iris::device::detail::gather_word(src, i * 8, bytes);
+    for (int j = 1; j < members; ++j) {
+      const int k = (comm.index + j) % members;
+      iris::device::packet_put(ctx, region(comm.index) + i, word, flag, comm.world_rank(k));
+    }
+  }
+  constexpr int E = sizeof(T) <= 8 ? 8 / sizeof(T) : 1;
+  for (std::size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+    acc_t<T> acc[E];
+    for (int k = 0; k < members; ++k) {
+      const std::uint64_t word =
+          k == comm.index ? iris::device::detail::gather_word(src, i * 8, bytes)
+                          : iris::device::packet_wait(ctx, region(k) + i, flag, comm.world_rank(k));
+      T e[E];
+      memcpy(e, &word, sizeof(e));
+#pragma unroll
+      for (int x = 0; x < E; ++x)
+        acc[x] = k == 0 ? widen<T>(e[x]) : combine(p.op, acc[x], widen<T>(e[x]));
+    }
+    T out[E];
+#pragma unroll
+    for (int x = 0; x < E; ++x) out[x] = narrow<T>(finish(p.op, acc[x], members));
+    std::uint64_t word;
+    memcpy(&word, out, sizeof(word));
+    iris::device::detail::scatter_word(dst, i * 8, bytes, word);
+  }
+  device::end(comm, epoch);
+}
+
+template <class F>
+void with_type(DataType type, F&& f) {
+  switch (type) {
+    case DataType::kFloat32:
+      return f(float{});
+    case DataType::kFloat16:
+      return f(__half{});
+    case DataType::kBFloat16:
+      return f(__nv_bfloat16{});
+    case DataType::kInt32:
+      return f(std::int32_t{});
+    case DataType::kInt64:
+      return f(std::int64_t{});
+    case DataType::kUInt8:
+      return f(std::uint8_t{});
+  }
+  throw Error(Errc::kInvalidArgument, "iris::ccl: unknown data type");
+}
+
+}  // namespace
+
+void launch_reduce(const ReduceParams& params, DataType type, int blocks, int threads,
+                   cudaStream_t stream) {
+  with_type(type,
+            [&](auto t) { reduce_kernel<decltype(t)><<<blocks, threads, 0, stream>>>(params); });
+  IRIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_all_reduce_packets(const PacketParams& params, DataType type, int blocks, int threads,
+                               cudaStream_t stream) {
+  with_type(type, [&](auto t) {
+    all_reduce_packets_kernel<decltype(t)><<<blocks, threads, 0, stream>>>(params);
+  });
+  IRIS_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace iris::ccl::detail

@@ -1,0 +1,188 @@
+// CPU tests of iris::ccl's argument checks and of the selection table: its JSON form, the
+// shipped defaults, the forcing variable.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "ccl/checks.hpp"
+#include "iris/ccl/tuning.hpp"
+#include "iris/host/error.hpp"
+
+namespace {
+
+using namespace iris::ccl;
+using detail::HeapRange;
+using testing::HasSubstr;
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const iris::Error& error) {
+    EXPECT_EQ(error.code(), iris::Errc::kInvalidArgument);
+    return error.message();
+  }
+  ADD_FAILURE() << "no iris::Error was thrown";
+  return "";
+}
+
+TEST(CclChecks, TeamMustFitContainThisRankAndStayWithinLimits) {
+  EXPECT_NO_THROW(detail::check_team({0, 4, 1}, 4, 3));
+  EXPECT_NO_THROW(detail::check_team({1, 2, 2}, 4, 3));
+  EXPECT_THAT(message_of([] { detail::check_team({1, 2, 2}, 4, 2); }),
+              HasSubstr("does not contain this rank (2)"));
+  EXPECT_THAT(message_of([] { detail::check_team({0, 3, 2}, 4, 0); }),
+              HasSubstr("reaches past the world of 4 ranks"));
+  EXPECT_THAT(message_of([] { detail::check_team({0, 0, 1}, 4, 0); }), HasSubstr("size >= 1"));
+  EXPECT_THAT(message_of([] { detail::check_team({0, 1, 0}, 4, 0); }), HasSubstr("stride >= 1"));
+  EXPECT_THAT(message_of([] { detail::check_team({0, 200, 1}, 200, 0); }),
+              HasSubstr("at most 128 ranks"));
+}
+
+TEST(CclChecks, CountsThatOverflowAreErrors) {
+  EXPECT_EQ(detail::checked_bytes(10, 4, "all_reduce"), 40u);
+  const std::size_t huge = std::numeric_limits<std::size_t>::max() / 2;
+  EXPECT_THAT(message_of([&] { detail::checked_bytes(huge, 4, "all_reduce"); }),
+              HasSubstr("all_reduce: count"));
+  EXPECT_THAT(message_of([&] { detail::checked_product(huge, 8, "all_gather"); }),
+              HasSubstr("overflows"));
+}
+
+TEST(CclChecks, BuffersMustLieOnTheHeap) {
+  alignas(16) static std::byte heap[4096];
+  const HeapRange range{reinterpret_cast<std::uintptr_t>(heap),
+                        reinterpret_cast<std::uintptr_t>(heap) + sizeof(heap)};
+  EXPECT_NO_THROW(detail::check_on_heap(range, heap + 16, 4080, "all_reduce", "dst"));
+  EXPECT_THAT(
+      message_of([&] { detail::check_on_heap(range, heap + 16, 4081, "all_reduce", "dst"); }),
+      HasSubstr("all_reduce: `dst`"));
+  int stack_value = 0;
+  EXPECT_THAT(
+      message_of([&] { detail::check_on_heap(range, &stack_value, 4, "broadcast", "src"); }),
+      HasSubstr("is not on the symmetric heap"));
+  EXPECT_THAT(message_of([&] { detail::check_on_heap(range, nullptr, 4, "send", "src"); }),
+              HasSubstr("`src` is null"));
+}
+
+TEST(CclChecks, RootsAndAliasing) {
+  EXPECT_NO_THROW(detail::check_root(3, 4, "reduce"));
+  EXPECT_THAT(message_of([] { detail::check_root(4, 4, "reduce"); }),
+              HasSubstr("root 4 is not a member of the team (team indices 0..3)"));
+  EXPECT_THAT(message_of([] { detail::check_root(-1, 4, "send", "peer"); }), HasSubstr("peer -1"));
+  alignas(16) static std::byte buf[256];
+  EXPECT_NO_THROW(detail::check_aliasing(buf, 64, buf + 64, 64, false, "x", "dst", "src", ""));
+  EXPECT_NO_THROW(detail::check_aliasing(buf, 64, buf, 64, true, "x", "dst", "src", ""));
+  EXPECT_THAT(message_of([] {
+                detail::check_aliasing(buf, 64, buf, 64, false, "all_to_all", "dst", "src",
+                                       "out of place only");
+              }),
+              HasSubstr("overlap in a way this call cannot take (out of place only)"));
+  EXPECT_THAT(message_of([] {
+                detail::check_aliasing(buf, 64, buf + 4, 64, true, "all_reduce", "dst", "src",
+                                       "dst == src");
+              }),
+              HasSubstr("all_reduce: `dst`"));
+}
+
+TEST(CclTuning, ParsesEntriesAndRoundTrips) {
+  const auto table = TuningTable::parse(R"({"entries": [
+    {"collective": "all_reduce", "team_min": 2, "team_max": 8, "bytes_max": 65536,
+     "algorithm": "one_shot", "max_blocks": 16, "chunk_bytes": 4096},
+    {"collective": "all_gather", "bytes_min": 1048576, "algorithm": "push"},
+    {"collective": "all_reduce", "algorithm": "two_shot"}]})");
+  ASSERT_EQ(table.entries().size(), 3u);
+  const TuningEntry& e = table.entries()[0];
+  EXPECT_EQ(e.collective, Collective::kAllReduce);
+  EXPECT_EQ(e.team_min, 2);
+  EXPECT_EQ(e.team_max, 8);
+  EXPECT_EQ(e.bytes_max, 65536u);
+  EXPECT_EQ(e.algorithm, Algorithm::kOneShot);
+  EXPECT_EQ(e.max_blocks, 16);
+  EXPECT_EQ(e.chunk_bytes, 4096u);
+  auto c = table.candidates(Collective::kAllReduce, 4, 1000);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0]->algorithm, Algorithm::kOneShot);
+  c = table.candidates(Collective::kAllReduce, 16, 1000);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0]->algorithm, Algorithm::kTwoShot);
+  EXPECT_TRUE(table.candidates(Collective::kAllGather, 4, 1000).empty());
+  const auto again = TuningTable::parse(table.to_json());
+  ASSERT_EQ(again.entries().size(), 3u);
+  EXPECT_EQ(again.to_json(), table.to_json());
+  EXPECT_EQ(again.entries()[1].bytes_min, 1048576u);
+  EXPECT_EQ(again.entries()[1].bytes_max, std::numeric_limits<std::size_t>::max());
+}
+
+TEST(CclTuning, BadTablesSayWhereAndWhat) {
+  EXPECT_THAT(message_of([] { TuningTable::parse("[]", "t.json"); }),
+              HasSubstr("t.json: the table must be a JSON object at byte 0"));
+  EXPECT_THAT(message_of([] { TuningTable::parse("{}", "t.json"); }),
+              HasSubstr("missing \"entries\""));
+  EXPECT_THAT(message_of([] { TuningTable::parse(R"({"entries": [{"algorithm": "pull"}]})"); }),
+              HasSubstr("entry without \"collective\""));
+  EXPECT_THAT(
+      message_of([] {
+        TuningTable::parse(R"({"entries": [{"collective": "all_reduce", "algorithm": "ring"}]})");
+      }),
+      HasSubstr("unknown algorithm \"ring\""));
+  EXPECT_THAT(message_of([] {
+                TuningTable::parse(
+                    R"({"entries": [{"collective": "all_gather", "algorithm": "two_shot"}]})");
+              }),
+              HasSubstr("all_gather has no algorithm two_shot"));
+  EXPECT_THAT(
+      message_of([] {
+        TuningTable::parse(
+            R"({"entries": [{"collective": "all_reduce", "algorithm": "one_shot", "bytes_max": -1}]})");
+      }),
+      HasSubstr("\"bytes_max\" must be a whole number"));
+  EXPECT_THAT(
+      message_of([] {
+        TuningTable::parse(
+            R"({"entries": [{"collective": "all_reduce", "algorithm": "one_shot", "colour": 1}]})");
+      }),
+      HasSubstr("unknown key \"colour\""));
+  EXPECT_THAT(message_of([] { TuningTable::parse(R"({"entries": [)"); }),
+              HasSubstr("unexpected end"));
+  EXPECT_THAT(message_of([] { TuningTable::from_file("/nonexistent/tuning.json"); }),
+              HasSubstr("cannot read the tuning table \"/nonexistent/tuning.json\""));
+}
+
+TEST(CclTuning, DefaultsCoverAllReduceAndParseBack) {
+  const auto table = TuningTable::defaults();
+  auto small = table.candidates(Collective::kAllReduce, 8, 4096);
+  ASSERT_FALSE(small.empty());
+  EXPECT_EQ(small[0]->algorithm, Algorithm::kOneShot);
+  auto mid = table.candidates(Collective::kAllReduce, 2, 256 << 10);
+  ASSERT_FALSE(mid.empty());
+  EXPECT_EQ(mid[0]->algorithm, Algorithm::kOneShot);
+  mid = table.candidates(Collective::kAllReduce, 8, 256 << 10);
+  ASSERT_FALSE(mid.empty());
+  EXPECT_EQ(mid[0]->algorithm, Algorithm::kTwoShot);
+  auto large = table.candidates(Collective::kAllReduce, 8, std::size_t{1} << 30);
+  ASSERT_FALSE(large.empty());
+  EXPECT_EQ(large[0]->algorithm, Algorithm::kTwoShot);
+  EXPECT_EQ(TuningTable::parse(table.to_json()).to_json(), table.to_json());
+}
+
+TEST(CclTuning, ForcedAlgorithmsFromTheEnvironmentForm) {
+  const auto forced = parse_forced_algorithms("all_reduce=two_shot,all_gather=push");
+  EXPECT_EQ(forced[static_cast<int>(Collective::kAllReduce)], Algorithm::kTwoShot);
+  EXPECT_EQ(forced[static_cast<int>(Collective::kAllGather)], Algorithm::kPush);
+  EXPECT_EQ(forced[static_cast<int>(Collective::kBroadcast)], Algorithm::kAuto);
+  EXPECT_THAT(message_of([] { parse_forced_algorithms("all_reduce"); }),
+              HasSubstr("is not collective=algorithm"));
+  EXPECT_THAT(message_of([] { parse_forced_algorithms("allreduce=two_shot"); }),
+              HasSubstr("unknown collective \"allreduce\""));
+  EXPECT_THAT(message_of([] { parse_forced_algorithms("broadcast=push"); }),
+              HasSubstr("broadcast has no algorithm push"));
+  EXPECT_EQ(to_string(Algorithm::kOneShotPull), "one_shot_pull");
+  EXPECT_EQ(parse_algorithm("one_shot_pull"), Algorithm::kOneShotPull);
+  EXPECT_EQ(to_string(DataType::kBFloat16), "bfloat16");
+  EXPECT_EQ(to_string(ReduceOp::kAvg), "avg");
+}
+
+}  // namespace

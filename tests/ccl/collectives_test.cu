@@ -1,0 +1,446 @@
+// Every collective of iris::ccl against host-computed results: every reduction type x operator
+// x algorithm, counts from 1 element to a few MiB (odd ones, and pointers one element off
+// alignment), in and out of place, on the world and on a strict subset (half the ranks,
+// stride 2). Outputs are poisoned first and every element is compared bit for bit.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ccl/common.cuh"
+
+namespace {
+
+using namespace ccl_test;
+using iris_test::context;
+
+constexpr std::size_t kArenaBytes = std::size_t{48} << 20;
+
+/// Two symmetric arenas (inputs and outputs) for every test of this binary.
+struct Arenas {
+  std::byte* a;
+  std::byte* b;
+};
+Arenas& arenas() {
+  static Arenas arenas = [] {
+    iris::Context& ctx = context();
+    Arenas out;
+    out.a = static_cast<std::byte*>(ctx.allocate_bytes(kArenaBytes));
+    out.b = static_cast<std::byte*>(ctx.allocate_bytes(kArenaBytes));
+    return out;
+  }();
+  return arenas;
+}
+
+const std::vector<std::size_t> kCounts = {1, 2, 3, 17, 255, 1000, 4097, 65537, 262147};
+
+std::string where(const char* what, const char* type, ReduceOp op, Algorithm a, std::size_t count,
+                  bool in_place, std::size_t i) {
+  return std::string(what) + " " + type + " " + std::string(iris::ccl::to_string(op)) + " " +
+         std::string(iris::ccl::to_string(a)) + " count " + std::to_string(count) +
+         (in_place ? " in place" : " out of place") + ": first wrong element " + std::to_string(i) +
+         " on rank " + std::to_string(context().rank());
+}
+
+template <class T>
+void fill_input(T* device, ReduceOp op, int rank, std::size_t count, std::size_t parts = 1) {
+  std::vector<T> host(count * parts);
+  for (std::size_t p = 0; p < parts; ++p)
+    for (std::size_t i = 0; i < count; ++i) host[p * count + i] = make<T>(op, rank, p * count + i);
+  upload(device, host.data(), host.size() * sizeof(T));
+}
+
+template <class T>
+void check_all_reduce(iris::ccl::Communicator& comm, Algorithm algorithm, ReduceOp op,
+                      std::size_t count, bool in_place, std::size_t misalign) {
+  const int rank = context().rank();
+  T* src = reinterpret_cast<T*>(arenas().a) + misalign;
+  T* dst = in_place ? src : reinterpret_cast<T*>(arenas().b) + misalign;
+  if (!in_place) poison(dst, count * sizeof(T));
+  fill_input(src, op, rank, count);
+  comm.all_reduce(dst, src, count, op, nullptr, {.algorithm = algorithm});
+  const auto bytes = download(dst, count * sizeof(T));
+  const T* got = reinterpret_cast<const T*>(bytes.data());
+  const auto ranks = members(comm);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!same_bits(got[i], expected<T>(op, ranks, i))) {
+      ADD_FAILURE() << where("all_reduce", type_name(T{}), op, algorithm, count, in_place, i);
+      return;
+    }
+  }
+}
+
+void all_reduce_everything(iris::ccl::Communicator& comm) {
+  for_each_type([&](auto t) {
+    using T = decltype(t);
+    for (Algorithm algorithm :
+         {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot}) {
+      for (ReduceOp op : kOps) {
+        for (std::size_t count : kCounts) {
+          if (algorithm == Algorithm::kOneShot && count * sizeof(T) > comm.one_shot_capacity())
+            continue;
+          for (bool in_place : {false, true}) {
+            if (in_place && algorithm == Algorithm::kOneShotPull) continue;
+            check_all_reduce<T>(comm, algorithm, op, count, in_place, count % 2);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(CclAllReduce, EveryTypeOpAlgorithmCountInAndOutOfPlace) {
+  all_reduce_everything(world());
+}
+
+TEST(CclAllReduce, StrictSubsetTeam) {
+  if (iris::ccl::Communicator* half = halves()) all_reduce_everything(*half);
+}
+
+TEST(CclAllReduce, FourMiBFloat) {
+  for (Algorithm a : {Algorithm::kOneShotPull, Algorithm::kTwoShot})
+    check_all_reduce<float>(world(), a, ReduceOp::kSum, std::size_t{1} << 20, false, 0);
+  check_all_reduce<float>(world(), Algorithm::kTwoShot, ReduceOp::kSum, std::size_t{1} << 20, true,
+                          0);
+}
+
+TEST(CclAllReduce, ForcedAlgorithmThatCannotRunIsAnError) {
+  auto& comm = world();
+  float* buf = reinterpret_cast<float*>(arenas().a);
+  const std::size_t too_many = comm.one_shot_capacity() / sizeof(float) + 1;
+  EXPECT_THROW(comm.all_reduce(buf, buf + too_many, too_many, ReduceOp::kSum, nullptr,
+                               {.algorithm = Algorithm::kOneShot}),
+               iris::Error);
+  EXPECT_THROW(comm.all_reduce(buf, buf, 16, ReduceOp::kSum, nullptr,
+                               {.algorithm = Algorithm::kOneShotPull}),
+               iris::Error);
+  std::vector<float> host(16);
+  EXPECT_THROW(comm.all_reduce(host.data(), host.data(), 16, ReduceOp::kSum, nullptr), iris::Error);
+  EXPECT_THROW(comm.all_reduce(buf + 1, buf, 16, ReduceOp::kSum, nullptr), iris::Error);
+  EXPECT_THROW(comm.reduce(buf, buf + 64, 16, ReduceOp::kSum, comm.size(), nullptr), iris::Error);
+}
+
+template <class T>
+void check_reduce_scatter(iris::ccl::Communicator& comm, ReduceOp op, std::size_t count,
+                          bool in_place) {
+  const int rank = context().rank();
+  const int n = comm.size();
+  T* src = reinterpret_cast<T*>(arenas().a);
+  T* dst = in_place ? src + comm.index() * count : reinterpret_cast<T*>(arenas().b);
+  if (!in_place) poison(dst, count * sizeof(T));
+  fill_input(src, op, rank, count, n);
+  comm.reduce_scatter(dst, src, count, op, nullptr);
+  const auto bytes = download(dst, count * sizeof(T));
+  const T* got = reinterpret_cast<const T*>(bytes.data());
+  const auto ranks = members(comm);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!same_bits(got[i], expected<T>(op, ranks, comm.index() * count + i))) {
+      ADD_FAILURE() << where("reduce_scatter", type_name(T{}), op, Algorithm::kPull, count,
+                             in_place, i);
+      return;
+    }
+  }
+}
+
+TEST(CclReduceScatter, EveryTypeOpCountInAndOutOfPlace) {
+  for (iris::ccl::Communicator* comm : {&world(), halves()}) {
+    if (!comm) continue;
+    for_each_type([&](auto t) {
+      using T = decltype(t);
+      for (ReduceOp op : kOps)
+        for (std::size_t count : {1, 3, 1000, 4097, 65537})
+          for (bool in_place : {false, true}) check_reduce_scatter<T>(*comm, op, count, in_place);
+    });
+  }
+}
+
+template <class T>
+void check_reduce(iris::ccl::Communicator& comm, ReduceOp op, std::size_t count, int root) {
+  const int rank = context().rank();
+  T* src = reinterpret_cast<T*>(arenas().a);
+  T* dst = reinterpret_cast<T*>(arenas().b);
+  poison(dst, count * sizeof(T));
+  fill_input(src, op, rank, count);
+  comm.reduce(dst, src, count, op, root, nullptr);
+  const auto bytes = download(dst, count * sizeof(T));
+  const T* got = reinterpret_cast<const T*>(bytes.data());
+  const auto ranks = members(comm);
+  for (std::size_t i = 0; i < count; ++i) {
+    const bool ok = comm.index() == root ? same_bits(got[i], expected<T>(op, ranks, i))
+                                         : bytes[i * sizeof(T)] == std::byte{kPoison};
+    if (!ok) {
+      ADD_FAILURE() << where("reduce", type_name(T{}), op, Algorithm::kPull, count, false, i)
+                    << " (root " << root << ")";
+      return;
+    }
+  }
+}
+
+TEST(CclReduce, EveryTypeOpAndRoot) {
+  auto& comm = world();
+  for_each_type([&](auto t) {
+    using T = decltype(t);
+    for (ReduceOp op : kOps)
+      for (int root = 0; root < comm.size(); root += std::max(1, comm.size() - 1))
+        for (std::size_t count : {1, 4097}) check_reduce<T>(comm, op, count, root);
+  });
+}
+
+/// Byte j of world rank r's movement input.
+std::uint8_t byte_of(int r, std::size_t j) {
+  return static_cast<std::uint8_t>((j * 131 + static_cast<std::size_t>(r) * 29 + 7) % 253);
+}
+
+void fill_bytes(std::byte* device, int rank, std::size_t bytes, std::size_t first = 0) {
+  std::vector<std::uint8_t> host(bytes);
+  for (std::size_t j = 0; j < bytes; ++j) host[j] = byte_of(rank, first + j);
+  upload(device, host.data(), bytes);
+}
+
+const std::vector<std::size_t> kByteCounts = {1, 7, 16, 1000, 65536 + 3, 1 << 20};
+
+TEST(CclAllGather, PullAndPushEveryCountInAndOutOfPlaceAndSubset) {
+  for (iris::ccl::Communicator* comm : {&world(), halves()}) {
+    if (!comm) continue;
+    const int n = comm->size();
+    const auto ranks = members(*comm);
+    for (Algorithm algorithm : {Algorithm::kPull, Algorithm::kPush}) {
+      for (std::size_t bytes : kByteCounts) {
+        for (bool in_place : {false, true}) {
+          std::byte* dst = arenas().b;
+          std::byte* src = in_place ? dst + comm->index() * bytes : arenas().a;
+          poison(dst, n * bytes);
+          fill_bytes(src, context().rank(), bytes);
+          comm->all_gather(dst, src, bytes, nullptr, {.algorithm = algorithm});
+          const auto got = download(dst, n * bytes);
+          for (std::size_t j = 0; j < n * bytes; ++j) {
+            if (got[j] != std::byte{byte_of(ranks[j / bytes], j % bytes)}) {
+              ADD_FAILURE() << "all_gather " << iris::ccl::to_string(algorithm) << " bytes "
+                            << bytes << (in_place ? " in place" : "") << " team size " << n
+                            << ": wrong byte " << j << " on rank " << context().rank();
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CclAllGather, TypedStructsMoveAsBytes) {
+  struct Pair {
+    std::int16_t a;
+    std::int8_t b;
+  };
+  auto& comm = world();
+  const std::size_t count = 333;
+  Pair* src = reinterpret_cast<Pair*>(arenas().a);
+  Pair* dst = reinterpret_cast<Pair*>(arenas().b);
+  std::vector<Pair> mine(count);
+  for (std::size_t i = 0; i < count; ++i)
+    mine[i] = {static_cast<std::int16_t>(i * 3 + context().rank()),
+               static_cast<std::int8_t>(i % 100)};
+  upload(src, mine.data(), count * sizeof(Pair));
+  comm.all_gather(dst, src, count, nullptr);
+  const auto got = download(dst, comm.size() * count * sizeof(Pair));
+  const Pair* p = reinterpret_cast<const Pair*>(got.data());
+  for (int k = 0; k < comm.size(); ++k)
+    for (std::size_t i = 0; i < count; ++i)
+      ASSERT_EQ(p[k * count + i].a, static_cast<std::int16_t>(i * 3 + k)) << k << " " << i;
+}
+
+TEST(CclAllToAll, EveryCountAndSubset) {
+  for (iris::ccl::Communicator* comm : {&world(), halves()}) {
+    if (!comm) continue;
+    const int n = comm->size();
+    const auto ranks = members(*comm);
+    for (std::size_t bytes : kByteCounts) {
+      std::byte* src = arenas().a;
+      std::byte* dst = arenas().b;
+      poison(dst, n * bytes);
+      fill_bytes(src, context().rank(), n * bytes);
+      comm->all_to_all(dst, src, bytes, nullptr);
+      const auto got = download(dst, n * bytes);
+      for (std::size_t j = 0; j < n * bytes; ++j) {
+        const std::size_t k = j / bytes;
+        if (got[j] != std::byte{byte_of(ranks[k], comm->index() * bytes + j % bytes)}) {
+          ADD_FAILURE() << "all_to_all bytes " << bytes << ": wrong byte " << j << " on rank "
+                        << context().rank();
+          break;
+        }
+      }
+    }
+  }
+}
+
+TEST(CclAllToAllv, VariableCountsFromDeviceTables) {
+  auto& comm = world();
+  const int n = comm.size();
+  const int me = comm.index();
+  // Member s sends (s + 2 * d + 1) * 37 int32s to member d, packed in destination order.
+  auto count_of = [](int s, int d) { return static_cast<std::int64_t>((s + 2 * d + 1) * 37); };
+  auto* tables = static_cast<std::int64_t*>(context().allocate_bytes(4 * n * sizeof(std::int64_t)));
+  std::vector<std::int64_t> send_counts(n), send_offsets(n), recv_counts(n), recv_offsets(n);
+  std::int64_t at = 0, in = 0;
+  for (int d = 0; d < n; ++d) {
+    send_counts[d] = count_of(me, d);
+    send_offsets[d] = at;
+    at += send_counts[d];
+    recv_counts[d] = count_of(d, me);
+    recv_offsets[d] = in + 5;  // a gap before each part
+    in += recv_counts[d] + 5;
+  }
+  upload(tables, send_counts.data(), n * 8);
+  upload(tables + n, send_offsets.data(), n * 8);
+  upload(tables + 2 * n, recv_counts.data(), n * 8);
+  upload(tables + 3 * n, recv_offsets.data(), n * 8);
+  auto* src = reinterpret_cast<std::int32_t*>(arenas().a);
+  auto* dst = reinterpret_cast<std::int32_t*>(arenas().b);
+  std::vector<std::int32_t> mine(at);
+  for (std::int64_t i = 0; i < at; ++i)
+    mine[i] = context().rank() * 1000003 + static_cast<std::int32_t>(i);
+  upload(src, mine.data(), at * 4);
+  poison(dst, (in + 5) * 4);
+  comm.all_to_allv(dst, tables + 2 * n, tables + 3 * n, src, tables, tables + n, nullptr);
+  const auto got_bytes = download(dst, (in + 5) * 4);
+  const auto* got = reinterpret_cast<const std::int32_t*>(got_bytes.data());
+  const auto ranks = members(comm);
+  for (int s = 0; s < n; ++s) {
+    std::int64_t offset = 0;  // where s packed its part for me
+    for (int d = 0; d < me; ++d) offset += count_of(s, d);
+    for (std::int64_t i = 0; i < recv_counts[s]; ++i) {
+      const std::int32_t want = ranks[s] * 1000003 + static_cast<std::int32_t>(offset + i);
+      if (got[recv_offsets[s] + i] != want) {
+        ADD_FAILURE() << "all_to_allv: from member " << s << " element " << i << " got "
+                      << got[recv_offsets[s] + i] << " want " << want;
+        break;
+      }
+    }
+    std::uint32_t gap;
+    std::memcpy(&gap, &got[recv_offsets[s] - 1], 4);
+    EXPECT_EQ(gap, 0xA7A7A7A7u) << "the gap before member " << s << "'s part was written";
+  }
+  context().free_bytes(tables);
+}
+
+TEST(CclRooted, BroadcastGatherScatterEveryRootInAndOutOfPlace) {
+  // Every call gets its own data (the salt), so that a call reading the wrong buffer cannot
+  // pass on what an earlier call left there. In place means in place on every member.
+  int salt = 0;
+  for (iris::ccl::Communicator* comm : {&world(), halves()}) {
+    if (!comm) continue;
+    const int n = comm->size();
+    const int me = comm->index();
+    const auto ranks = members(*comm);
+    for (std::size_t bytes : {std::size_t{1}, std::size_t{4099}, std::size_t{1} << 20}) {
+      for (int root = 0; root < n; ++root) {
+        for (bool in_place : {false, true}) {
+          ++salt;
+          // broadcast: dst == src on every member when in place
+          {
+            std::byte* dst = arenas().b;
+            std::byte* src = in_place ? dst : arenas().a;
+            poison(dst, bytes);
+            fill_bytes(src, context().rank() + 1000 * salt, bytes);
+            comm->broadcast(dst, src, bytes, root, nullptr);
+            const auto got = download(dst, bytes);
+            for (std::size_t j = 0; j < bytes; ++j)
+              if (got[j] != std::byte{byte_of(ranks[root] + 1000 * salt, j)}) {
+                ADD_FAILURE() << "broadcast root " << root << " bytes " << bytes
+                              << (in_place ? " in place" : "") << " byte " << j;
+                break;
+              }
+          }
+          ++salt;
+          // gather: src == dst + index * bytes on every member when in place
+          {
+            std::byte* dst = arenas().b;
+            std::byte* src = in_place ? dst + me * bytes : arenas().a;
+            poison(dst, n * bytes);
+            fill_bytes(src, context().rank() + 1000 * salt, bytes);
+            comm->gather(dst, src, bytes, root, nullptr);
+            const auto got = download(dst, n * bytes);
+            if (me == root) {
+              for (std::size_t j = 0; j < n * bytes; ++j)
+                if (got[j] != std::byte{byte_of(ranks[j / bytes] + 1000 * salt, j % bytes)}) {
+                  ADD_FAILURE() << "gather root " << root << " bytes " << bytes
+                                << (in_place ? " in place" : "") << " byte " << j;
+                  break;
+                }
+            }
+          }
+          ++salt;
+          // scatter: on the root, dst == src + root * bytes when in place
+          {
+            std::byte* src = arenas().a;
+            std::byte* dst = in_place && me == root ? src + root * bytes : arenas().b;
+            if (!(in_place && me == root)) poison(dst, bytes);
+            fill_bytes(src, context().rank() + 1000 * salt, n * bytes);
+            comm->scatter(dst, src, bytes, root, nullptr);
+            const auto got = download(dst, bytes);
+            for (std::size_t j = 0; j < bytes; ++j)
+              if (got[j] != std::byte{byte_of(ranks[root] + 1000 * salt, me * bytes + j)}) {
+                ADD_FAILURE() << "scatter root " << root << " bytes " << bytes
+                              << (in_place ? " in place" : "") << " byte " << j;
+                break;
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CclSendRecv, RingBothDirectionsSeveralSizes) {
+  auto& comm = world();
+  const int n = comm.size();
+  const int me = comm.index();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  cudaStream_t send_stream, recv_stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&send_stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&recv_stream, cudaStreamNonBlocking), cudaSuccess);
+  for (std::size_t bytes : {std::size_t{1}, std::size_t{3333}, std::size_t{2} << 20}) {
+    for (int round = 0; round < 3; ++round) {
+      std::byte* src = arenas().a;
+      std::byte* dst = arenas().b;
+      poison(dst, bytes);
+      fill_bytes(src, context().rank() + round, bytes);
+      // The streams below do not wait for the default stream's fill and poison.
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      // Sends and receives on two streams: a send waits for its receiver, so one stream would
+      // deadlock the ring.
+      comm.send(src, bytes, right, send_stream);
+      comm.recv(dst, bytes, left, recv_stream);
+      ASSERT_EQ(cudaStreamSynchronize(send_stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(recv_stream), cudaSuccess);
+      const auto got = download(dst, bytes);
+      for (std::size_t j = 0; j < bytes; ++j)
+        if (got[j] != std::byte{byte_of(comm.team().world_rank(left) + round, j)}) {
+          ADD_FAILURE() << "recv bytes " << bytes << " round " << round << " byte " << j;
+          break;
+        }
+      context().barrier();  // nobody refills src before its receiver is done
+    }
+  }
+  cudaStreamDestroy(send_stream);
+  cudaStreamDestroy(recv_stream);
+}
+
+TEST(CclBarrier, OrdersWritesToPeers) {
+  auto& comm = world();
+  auto slots = context().full<int>(comm.size(), -1);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<int> host(comm.size(), round);
+    for (int k = 0; k < comm.size(); ++k)
+      ASSERT_EQ(cudaMemcpy(slots.on(comm.team().world_rank(k)) + comm.index(), &round, sizeof(int),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+    comm.barrier(nullptr);
+    EXPECT_EQ(slots.to_host(), host) << "round " << round;
+    comm.barrier(nullptr);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,29 @@
+// A member that never joins a collective: the others' kernel reports which collective waited
+// for which rank, traps, and the host throws that report (no hang). Only rank 0 runs the
+// collective (a trap under MPS ends the other ranks' CUDA contexts too, so one rank traps).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "iris/ccl.hpp"
+#include "mp/timeout_report.cuh"
+
+namespace {
+
+TEST(CclMissingRank, TheWaitingRankReportsWhoDidNotCome) {
+  iris::Context& ctx = iris_test::timeout_context();
+  // Never destroyed: its collective teardown needs a working device (see timeout_report.cuh).
+  auto* comm = new iris::ccl::Communicator(ctx);
+  auto* buf = static_cast<float*>(ctx.allocate_bytes(4096 * sizeof(float)));
+  ctx.barrier();
+  if (ctx.rank() != 0) return;
+  const std::string message = iris_test::timeout_message(ctx, [&] {
+    comm->all_reduce(buf, buf, 4096, iris::ccl::ReduceOp::kSum, nullptr,
+                     {.algorithm = iris::ccl::Algorithm::kTwoShot});
+  });
+  EXPECT_THAT(message, testing::HasSubstr("ccl all_reduce (entry)"));
+  EXPECT_THAT(message, testing::ContainsRegex("waiting for rank [1-9]"));
+}
+
+}  // namespace

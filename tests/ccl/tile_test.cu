@@ -1,0 +1,97 @@
+// Tile collectives (iris/ccl/device.hpp) called from a user kernel: each block all-reduces,
+// all-gathers and reduce-scatters its own tile, as steps 0-2 of one kernel, then syncs; the
+// kernel runs several times, between host collectives on the same communicator (one epoch
+// counter for both).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "ccl/common.cuh"
+
+namespace {
+
+using namespace ccl_test;
+using iris_test::context;
+
+constexpr int kBlocks = 4;
+constexpr std::size_t kTile = 1000;
+
+__global__ void tile_kernel(const __grid_constant__ iris::ccl::device::Communicator comm,
+                            float* ar_out, const float* ar_in, float* ag_out, const float* ag_in,
+                            float* rs_out, const float* rs_in) {
+  namespace dev = iris::ccl::device;
+  const std::uint64_t epoch = dev::begin(comm);
+  const int c = static_cast<int>(blockIdx.x);
+  const std::size_t n = comm.size();
+  const std::size_t first = c * kTile;
+  dev::all_reduce(iris::block{}, comm, {epoch, c, 0}, ar_out + first, ar_in + first, kTile,
+                  ReduceOp::kSum);
+  dev::all_gather(iris::block{}, comm, {epoch, c, 1}, ag_out + c * n * kTile, ag_in + first, kTile);
+  dev::reduce_scatter(iris::block{}, comm, {epoch, c, 2}, rs_out + first, rs_in + c * n * kTile,
+                      kTile, ReduceOp::kMax);
+  dev::sync(iris::block{}, comm, {epoch, c, 3});
+  dev::end(comm, epoch);
+}
+
+float rs_value(int rank, std::size_t i) {
+  return static_cast<float>((i * 13 + static_cast<std::size_t>(rank) * 101) % 1009);
+}
+
+TEST(CclTiles, UserKernelTilesBetweenHostCollectives) {
+  iris::Context& ctx = context();
+  auto& comm = world();
+  const int n = comm.size();
+  const std::size_t total = kBlocks * kTile;
+  auto* mem = static_cast<float*>(ctx.allocate_bytes((4 * total + 2 * n * total) * sizeof(float)));
+  float* ar_in = mem;
+  float* ar_out = ar_in + total;
+  float* ag_in = ar_out + total;
+  float* rs_out = ag_in + total;
+  float* ag_out = rs_out + total;
+  float* rs_in = ag_out + n * total;
+  std::vector<float> a(total), g(total), r(n * total);
+  for (std::size_t i = 0; i < total; ++i) {
+    a[i] = static_cast<float>(pattern(ReduceOp::kSum, ctx.rank(), i));
+    g[i] = static_cast<float>(ctx.rank() * 100000 + i);
+  }
+  for (std::size_t i = 0; i < n * total; ++i) r[i] = rs_value(ctx.rank(), i);
+  upload(ar_in, a.data(), total * 4);
+  upload(ag_in, g.data(), total * 4);
+  upload(rs_in, r.data(), n * total * 4);
+  for (int round = 0; round < 3; ++round) {
+    poison(ar_out, total * 4);
+    poison(ag_out, n * total * 4);
+    poison(rs_out, total * 4);
+    tile_kernel<<<kBlocks, 256>>>(comm.device(), ar_out, ar_in, ag_out, ag_in, rs_out, rs_in);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    comm.barrier(nullptr);  // a host collective in between: the same epoch counter
+    const auto ar = download(ar_out, total * 4);
+    const auto ag = download(ag_out, n * total * 4);
+    const auto rs = download(rs_out, total * 4);
+    const auto* arf = reinterpret_cast<const float*>(ar.data());
+    const auto* agf = reinterpret_cast<const float*>(ag.data());
+    const auto* rsf = reinterpret_cast<const float*>(rs.data());
+    for (std::size_t i = 0; i < total; ++i) {
+      float sum = 0;
+      for (int k = 0; k < n; ++k) sum += static_cast<float>(pattern(ReduceOp::kSum, k, i));
+      ASSERT_EQ(arf[i], sum) << "all_reduce tile element " << i << " round " << round;
+    }
+    for (int c = 0; c < kBlocks; ++c)
+      for (int k = 0; k < n; ++k)
+        for (std::size_t j = 0; j < kTile; ++j)
+          ASSERT_EQ(agf[(c * n + k) * kTile + j], static_cast<float>(k * 100000 + c * kTile + j))
+              << "all_gather tile " << c << " member " << k << " element " << j;
+    for (int c = 0; c < kBlocks; ++c)
+      for (std::size_t j = 0; j < kTile; ++j) {
+        float want = 0;
+        for (int k = 0; k < n; ++k)
+          want = std::max(want, rs_value(k, c * n * kTile + comm.index() * kTile + j));
+        ASSERT_EQ(rsf[c * kTile + j], want) << "reduce_scatter tile " << c << " element " << j;
+      }
+  }
+  ctx.barrier();
+  ctx.free_bytes(mem);
+}
+
+}  // namespace
