@@ -5,7 +5,10 @@
 # appended to RESULTS/INDEX.md (benchmarks/results/INDEX.md says what a record holds).
 #   scripts/gpu-check.sh [RESULTS] [ctest regex]   (RESULTS default: benchmarks/results;
 #                                                   IRIS_GPU_CHECK_BENCH=0: tests and demo only;
-#                                                   IRIS_GPU_CHECK_SANITIZERS=0: no sanitizers)
+#                                                   IRIS_GPU_CHECK_BENCH=quick: a short pass of
+#                                                   the benchmarks, collectives and ops first, no
+#                                                   sanitizers; IRIS_GPU_CHECK_SANITIZERS=0: no
+#                                                   sanitizers)
 # <machine> is the GPU's name from nvidia-smi, lowercased and short (h200; 8xh200 for eight),
 # or IRIS_MACHINE; <date> is today's UTC date. On a lent machine pass RESULTS=$OUT: the record
 # and an INDEX.md holding its row come back, to be copied into benchmarks/results/.
@@ -85,26 +88,50 @@ bench() {
     echo "FAILED: $name -n $n (exit $?)"
   tar -C "$json_dir" -cf "$out/json.tar" .
 }
+quick=0
+[ "${IRIS_GPU_CHECK_BENCH:-1}" = quick ] && quick=1
+# The numbered examples check their results (non-zero exit when wrong) and print a speed.
+run_example() {
+  local n=$1 example=$2
+  echo "== ${example##*/} -n $n"
+  build/tools/iris-run -n "$n" --timeout 120 -- "$example" || echo "FAILED: ${example##*/} -n $n (exit $?)"
+}
 {
   echo "== demo"; build/tools/iris-run -n 4 --timeout 60 -- build/examples/example_00_hello
-  bench 8 bench_heap_setup --heap-gib 1
-  bench 2 bench_rma_bandwidth
-  bench 2 bench_signal_latency
-  for n in 2 4 8; do bench "$n" bench_barrier_latency; done
-  for n in 2 4 8; do bench "$n" bench_peer_bandwidth; done
-  # The numbered examples check their results (non-zero exit when wrong) and print a speed.
-  for example in build/examples/example_0[1-9]_*; do
-    for n in 2 4; do
-      echo "== ${example##*/} -n $n"
-      build/tools/iris-run -n "$n" --timeout 120 -- "$example" || echo "FAILED: ${example##*/} -n $n (exit $?)"
+  if [ $quick = 1 ]; then
+    bench 2 bench_ccl_bench --max-bytes 64M --samples 3
+    bench 8 bench_ccl_bench --max-bytes 64M --samples 3
+    if [ -x build/benchmarks/bench_gemm_all_scatter ]; then
+      bench 1 bench_gemm_all_scatter
+      bench 4 bench_gemm_all_scatter --samples 5
+    fi
+    for example in build/examples/example_1[0-9]_*; do run_example 4 "$example"; done
+    bench 2 bench_rma_bandwidth
+    bench 2 bench_signal_latency
+    for n in 2 4 8; do bench "$n" bench_barrier_latency; done
+  else
+    bench 8 bench_heap_setup --heap-gib 1
+    bench 2 bench_rma_bandwidth
+    bench 2 bench_signal_latency
+    for n in 2 4 8; do bench "$n" bench_barrier_latency; done
+    for n in 2 4 8; do bench "$n" bench_peer_bandwidth; done
+    for example in build/examples/example_[0-9][0-9]_*; do
+      for n in 2 4; do run_example "$n" "$example"; done
     done
-  done
+    # iris::ccl: the collectives' benchmark; --tune at 8 ranks writes the selection table
+    # measured on this machine. iris::ops: GEMM and GEMM + all-scatter against cuBLAS.
+    for n in 2 4; do bench "$n" bench_ccl_bench --max-bytes 256M --samples 5; done
+    bench 8 bench_ccl_bench --max-bytes 256M --samples 5 --tune "$json_dir/ccl_tuning_n8.json"
+    if [ -x build/benchmarks/bench_gemm_all_scatter ]; then
+      for n in 1 2 4; do bench "$n" bench_gemm_all_scatter; done
+    fi
+  fi
 } >"$out/bench.log" 2>&1
 grep -E "lowest ratio|target|FAILED|WRONG|wrong data" "$out/bench.log" | head -n 40
 # One pass of the memory checkers over the device API tests: the single-process one, and each
 # multi-rank one at two ranks with every rank under the tool (not those that trap on purpose).
 tools=(memcheck racecheck)
-[ "${IRIS_GPU_CHECK_SANITIZERS:-1}" = 0 ] && tools=()
+{ [ "${IRIS_GPU_CHECK_SANITIZERS:-1}" = 0 ] || [ $quick = 1 ]; } && tools=()
 for tool in "${tools[@]}"; do
   log="$out/sanitizer-$tool.log"
   : >"$log"
@@ -116,9 +143,5 @@ for tool in "${tools[@]}"; do
     echo "compute-sanitizer $tool ${test##*/}: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1))"
   done
 done
-# iris::ccl (its tests ran with the suite): the collectives' benchmark; --tune at 8 ranks writes
-# the selection table measured on this machine.
-{ for n in 2 4; do bench "$n" bench_ccl_bench --max-bytes 256M --samples 5; done
-  bench 8 bench_ccl_bench --max-bytes 256M --samples 5 --tune "$json_dir/ccl_tuning_n8.json"; } >>"$out/bench.log" 2>&1
-index_row "gpu-check: tests${filter:+ matching '$filter'}, benchmarks, examples${tools:+, sanitizers}"
+index_row "gpu-check: tests${filter:+ matching '$filter'}, $([ $quick = 1 ] && echo "quick ")benchmarks, examples${tools:+, sanitizers}"
 exit $tests_rc
