@@ -26,6 +26,7 @@ namespace iris::bench {
 using example::gb_per_s;
 using example::gpu_visible;
 using example::median_ms;
+using example::number_arg;
 using example::Repeats;
 using example::sm_count;
 using example::Stats;
@@ -132,13 +133,6 @@ inline std::string json_path_from_args(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--json") return argv[i + 1];
   return "";
-}
-
-/// The number after `flag` in argv (`--samples 50`), or `fallback`.
-inline double number_arg(int argc, char** argv, const std::string& flag, double fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == flag) return std::atof(argv[i + 1]);
-  return fallback;
 }
 
 /// Each rank's GPU as a device ordinal of this process (collective; -1 where this process

@@ -19,9 +19,12 @@ namespace iris {
 
 std::string to_string(HeapTransport transport) {
   switch (transport) {
-    case HeapTransport::kAuto: return "auto";
-    case HeapTransport::kVmm: return "vmm";
-    case HeapTransport::kIpc: return "ipc";
+    case HeapTransport::kAuto:
+      return "auto";
+    case HeapTransport::kVmm:
+      return "vmm";
+    case HeapTransport::kIpc:
+      return "ipc";
   }
   return "unknown";
 }
@@ -88,16 +91,19 @@ ContextState::ContextState(std::unique_ptr<Bootstrap> bootstrap_in, const Contex
   // Every setting is read and checked before the first CUDA call, so that a bad value is
   // reported as such and not hidden behind "no CUDA device".
   env::check_environment();
-  debug_checks = options.debug_checks ? *options.debug_checks : env::get_flag(env::kDebugChecks, false);
-  const auto timeout = options.wait_timeout ? *options.wait_timeout
-                                            : env::get_seconds(env::kWaitTimeout, kDefaultWaitTimeout);
+  debug_checks =
+      options.debug_checks ? *options.debug_checks : env::get_flag(env::kDebugChecks, false);
+  const auto timeout = options.wait_timeout
+                           ? *options.wait_timeout
+                           : env::get_seconds(env::kWaitTimeout, kDefaultWaitTimeout);
   wait_timeout_ns = static_cast<std::uint64_t>(timeout.count());
   const std::size_t heap_bytes =
       options.heap_size ? *options.heap_size : env::get_size(env::kHeapSize, kDefaultHeapBytes);
   if (heap_bytes <= device::detail::kReservedHeapBytes) {
-    throw Error(Errc::kInvalidArgument,
-                "heap size " + format_byte_count(heap_bytes) + " leaves no room: Iris keeps the first " +
-                    format_bytes(device::detail::kReservedHeapBytes) + " of each heap for itself");
+    throw Error(Errc::kInvalidArgument, "heap size " + format_byte_count(heap_bytes) +
+                                            " leaves no room: Iris keeps the first " +
+                                            format_bytes(device::detail::kReservedHeapBytes) +
+                                            " of each heap for itself");
   }
   const HeapTransport transport = options.transport ? *options.transport : transport_from_env();
   const auto bootstrap_timeout = env::get_seconds(env::kBootstrapTimeout, kDefaultBootstrapTimeout);
@@ -109,8 +115,8 @@ ContextState::ContextState(std::unique_ptr<Bootstrap> bootstrap_in, const Contex
   require_same_on_all_ranks(*bootstrap, debug_checks, "debug checks (IRIS_DEBUG_CHECKS)");
 
   IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  IRIS_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&mailbox), sizeof(*mailbox),
-                                cudaHostAllocMapped));
+  IRIS_CUDA_CHECK(
+      cudaHostAlloc(reinterpret_cast<void**>(&mailbox), sizeof(*mailbox), cudaHostAllocMapped));
   std::memset(static_cast<void*>(mailbox), 0, sizeof(*mailbox));
   IRIS_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&mailbox_device), mailbox, 0));
 
@@ -137,13 +143,14 @@ ContextState::~ContextState() {
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
-void ContextState::make_current() const { IRIS_CUDA_CHECK(cudaSetDevice(cuda_device)); }
+void ContextState::make_current() const {
+  IRIS_CUDA_CHECK(cudaSetDevice(cuda_device));
+}
 
 void ContextState::throw_if_device_reported() const {
   if (mailbox == nullptr) return;
   if (auto report = mailbox_report(*mailbox)) {
-    throw Error(mailbox_is_timeout(*mailbox) ? Errc::kDeviceTimeout
-                                                             : Errc::kInvalidArgument,
+    throw Error(mailbox_is_timeout(*mailbox) ? Errc::kDeviceTimeout : Errc::kInvalidArgument,
                 *report);
   }
 }
@@ -164,22 +171,23 @@ void ContextState::barrier() {
 void* allocate_symmetric(ContextState& state, Shape shape, std::size_t element_bytes,
                          const FillRequest& fill, std::source_location where) {
   if (shape.row_stride < shape.cols) {
-    throw Error(Errc::kInvalidArgument, "shape " + std::to_string(shape.rows) + " x " +
-                                            std::to_string(shape.cols) + " has row stride " +
-                                            std::to_string(shape.row_stride) + " < cols",
+    throw Error(Errc::kInvalidArgument,
+                "shape " + std::to_string(shape.rows) + " x " + std::to_string(shape.cols) +
+                    " has row stride " + std::to_string(shape.row_stride) + " < cols",
                 0, where);
   }
   const std::size_t span = shape.span();
   if (shape.rows != 0 && (span / shape.rows != shape.row_stride ||
                           span > std::numeric_limits<std::size_t>::max() / element_bytes)) {
-    throw Error(Errc::kInvalidArgument, "shape " + std::to_string(shape.rows) + " x " +
-                                            std::to_string(shape.row_stride) +
-                                            " overflows a byte count",
+    throw Error(Errc::kInvalidArgument,
+                "shape " + std::to_string(shape.rows) + " x " + std::to_string(shape.row_stride) +
+                    " overflows a byte count",
                 0, where);
   }
   state.make_current();
-  const std::size_t offset = checked_allocate(*state.allocator, state.check.get(),
-                                              span * element_bytes, HeapAllocator::kGranularity, where);
+  const std::size_t offset =
+      checked_allocate(*state.allocator, state.check.get(), span * element_bytes,
+                       HeapAllocator::kGranularity, where);
   std::byte* data = state.heap->base() + offset;
   if (fill.kind != FillKind::kNone) {
     try {
@@ -260,12 +268,24 @@ Context::~Context() {
   }
 }
 
-int Context::rank() const { return state_->topology.rank; }
-int Context::world_size() const { return state_->topology.world_size; }
-int Context::local_rank() const { return state_->topology.local_rank; }
-int Context::local_world_size() const { return state_->topology.local_world_size; }
-int Context::cuda_device() const { return state_->cuda_device; }
-Bootstrap& Context::bootstrap() const { return *state_->bootstrap; }
+int Context::rank() const {
+  return state_->topology.rank;
+}
+int Context::world_size() const {
+  return state_->topology.world_size;
+}
+int Context::local_rank() const {
+  return state_->topology.local_rank;
+}
+int Context::local_world_size() const {
+  return state_->topology.local_world_size;
+}
+int Context::cuda_device() const {
+  return state_->cuda_device;
+}
+Bootstrap& Context::bootstrap() const {
+  return *state_->bootstrap;
+}
 
 HeapInfo Context::heap() const {
   const detail::SymmetricHeap& heap = *state_->heap;
@@ -281,7 +301,9 @@ HeapInfo Context::heap() const {
   return info;
 }
 
-bool Context::contains(const void* ptr) const { return device().contains(ptr); }
+bool Context::contains(const void* ptr) const {
+  return device().contains(ptr);
+}
 
 device::Context Context::device() const {
   const detail::SymmetricHeap& heap = *state_->heap;
@@ -290,7 +312,9 @@ device::Context Context::device() const {
                          state_->debug_checks);
 }
 
-void Context::barrier() { state_->barrier(); }
+void Context::barrier() {
+  state_->barrier();
+}
 
 Barriers Context::make_barriers(const iris::team& team, int count, std::source_location where) {
   const auto describe = [&] {
@@ -317,9 +341,12 @@ Barriers Context::make_barriers(const iris::team& team, int count, std::source_l
   return Barriers(std::move(slots), handle);
 }
 
-void Context::check_device_errors() const { state_->throw_if_device_reported(); }
+void Context::check_device_errors() const {
+  state_->throw_if_device_reported();
+}
 
-void* Context::allocate_bytes(std::size_t bytes, std::size_t alignment, std::source_location where) {
+void* Context::allocate_bytes(std::size_t bytes, std::size_t alignment,
+                              std::source_location where) {
   if (alignment > state_->heap->max_alignment()) {
     throw Error(Errc::kInvalidArgument,
                 "alignment " + std::to_string(alignment) + " exceeds the heap's " +
@@ -334,7 +361,8 @@ void* Context::allocate_bytes(std::size_t bytes, std::size_t alignment, std::sou
 
 void Context::free_bytes(void* ptr, std::source_location where) {
   if (!contains(ptr)) {
-    throw Error(Errc::kInvalidArgument, "free_bytes: the pointer is not in this rank's heap", 0, where);
+    throw Error(Errc::kInvalidArgument, "free_bytes: the pointer is not in this rank's heap", 0,
+                where);
   }
   detail::checked_free(*state_->allocator, state_->check.get(),
                        detail::heap_offset_of(*state_, ptr), where);

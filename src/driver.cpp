@@ -16,8 +16,8 @@ template <class Fn>
 void load(Fn& slot, const char* symbol) {
   void* address = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  const cudaError_t status =
-      cudaGetDriverEntryPointByVersion(symbol, &address, kDriverApiVersion, cudaEnableDefault, &found);
+  const cudaError_t status = cudaGetDriverEntryPointByVersion(symbol, &address, kDriverApiVersion,
+                                                              cudaEnableDefault, &found);
   if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || address == nullptr) {
     (void)cudaGetLastError();
     throw Error(Errc::kCuda,
@@ -56,7 +56,8 @@ const Driver& driver() {
 
 void throw_driver_error(CUresult result, const char* expression, std::source_location where) {
   const char* text = nullptr;
-  if (driver().get_error_string(result, &text) != CUDA_SUCCESS || text == nullptr) text = "unknown error";
+  if (driver().get_error_string(result, &text) != CUDA_SUCCESS || text == nullptr)
+    text = "unknown error";
   throw Error(Errc::kCuda, std::string(expression) + " failed: " + text, static_cast<int>(result),
               where);
 }

@@ -6,17 +6,28 @@ namespace iris {
 
 std::string_view to_string(Errc code) noexcept {
   switch (code) {
-    case Errc::kInvalidArgument: return "invalid argument";
-    case Errc::kCuda: return "cuda";
-    case Errc::kOutOfMemory: return "out of memory";
-    case Errc::kTimeout: return "timeout";
-    case Errc::kDeviceTimeout: return "device timeout";
-    case Errc::kBootstrap: return "bootstrap";
-    case Errc::kMismatch: return "mismatch between ranks";
-    case Errc::kSystem: return "system";
-    case Errc::kUnsupported: return "unsupported";
-    case Errc::kNoDevice: return "no device";
-    case Errc::kInternal: return "internal error";
+    case Errc::kInvalidArgument:
+      return "invalid argument";
+    case Errc::kCuda:
+      return "cuda";
+    case Errc::kOutOfMemory:
+      return "out of memory";
+    case Errc::kTimeout:
+      return "timeout";
+    case Errc::kDeviceTimeout:
+      return "device timeout";
+    case Errc::kBootstrap:
+      return "bootstrap";
+    case Errc::kMismatch:
+      return "mismatch between ranks";
+    case Errc::kSystem:
+      return "system";
+    case Errc::kUnsupported:
+      return "unsupported";
+    case Errc::kNoDevice:
+      return "no device";
+    case Errc::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

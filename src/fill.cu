@@ -21,21 +21,27 @@ __host__ __device__ T from_bits(std::uint64_t bits) {
 
 template <class T>
 __device__ double to_double(T value) {
-  if constexpr (std::is_same_v<T, __half>) return static_cast<double>(__half2float(value));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return static_cast<double>(__bfloat162float(value));
-  else return static_cast<double>(value);
+  if constexpr (std::is_same_v<T, __half>)
+    return static_cast<double>(__half2float(value));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return static_cast<double>(__bfloat162float(value));
+  else
+    return static_cast<double>(value);
 }
 
 template <class T>
 __device__ T from_double(double value) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half(static_cast<float>(value));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16(static_cast<float>(value));
-  else return static_cast<T>(value);
+  if constexpr (std::is_same_v<T, __half>)
+    return __float2half(static_cast<float>(value));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16(static_cast<float>(value));
+  else
+    return static_cast<T>(value);
 }
 
 template <class T>
-inline constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, __half> ||
-                                 std::is_same_v<T, __nv_bfloat16>;
+inline constexpr bool kIsFloat =
+    std::is_floating_point_v<T> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
 // SplitMix64's finaliser: a bijective mix, so distinct counters give distinct outputs.
 __device__ std::uint64_t mix(std::uint64_t x) {
@@ -53,10 +59,12 @@ __device__ double unit(std::uint64_t seed, std::uint64_t counter) {
 template <class T>
 __device__ T element(const FillRequest& fill, std::uint64_t i) {
   switch (fill.kind) {
-    case FillKind::kValue: return from_bits<T>(fill.a);
+    case FillKind::kValue:
+      return from_bits<T>(fill.a);
     case FillKind::kArange:
       if constexpr (kIsFloat<T>) {
-        return from_double<T>(to_double(from_bits<T>(fill.a)) + static_cast<double>(i) * to_double(from_bits<T>(fill.b)));
+        return from_double<T>(to_double(from_bits<T>(fill.a)) +
+                              static_cast<double>(i) * to_double(from_bits<T>(fill.b)));
       } else {
         // Integer ranges wrap like the type's own arithmetic, in unsigned to stay defined.
         using U = std::make_unsigned_t<T>;
@@ -81,12 +89,14 @@ __device__ T element(const FillRequest& fill, std::uint64_t i) {
         const double u1 = 1.0 - unit(fill.seed, 2 * i);  // (0, 1]: log stays finite
         const double u2 = unit(fill.seed, 2 * i + 1);
         const double z = sqrt(-2.0 * log(u1)) * cospi(2.0 * u2);
-        return from_double<T>(to_double(from_bits<T>(fill.a)) + to_double(from_bits<T>(fill.b)) * z);
+        return from_double<T>(to_double(from_bits<T>(fill.a)) +
+                              to_double(from_bits<T>(fill.b)) * z);
       } else {
         return T{};
       }
     }
-    case FillKind::kNone: break;
+    case FillKind::kNone:
+      break;
   }
   return T{};
 }
@@ -118,18 +128,30 @@ void launch_typed(void* data, const Shape& shape, const FillRequest& fill, cudaS
 
 void launch_fill(void* data, const Shape& shape, const FillRequest& fill, cudaStream_t stream) {
   switch (fill.dtype) {
-    case DType::kF32: return launch_typed<float>(data, shape, fill, stream);
-    case DType::kF64: return launch_typed<double>(data, shape, fill, stream);
-    case DType::kF16: return launch_typed<__half>(data, shape, fill, stream);
-    case DType::kBF16: return launch_typed<__nv_bfloat16>(data, shape, fill, stream);
-    case DType::kI8: return launch_typed<std::int8_t>(data, shape, fill, stream);
-    case DType::kU8: return launch_typed<std::uint8_t>(data, shape, fill, stream);
-    case DType::kI16: return launch_typed<std::int16_t>(data, shape, fill, stream);
-    case DType::kU16: return launch_typed<std::uint16_t>(data, shape, fill, stream);
-    case DType::kI32: return launch_typed<std::int32_t>(data, shape, fill, stream);
-    case DType::kU32: return launch_typed<std::uint32_t>(data, shape, fill, stream);
-    case DType::kI64: return launch_typed<std::int64_t>(data, shape, fill, stream);
-    case DType::kU64: return launch_typed<std::uint64_t>(data, shape, fill, stream);
+    case DType::kF32:
+      return launch_typed<float>(data, shape, fill, stream);
+    case DType::kF64:
+      return launch_typed<double>(data, shape, fill, stream);
+    case DType::kF16:
+      return launch_typed<__half>(data, shape, fill, stream);
+    case DType::kBF16:
+      return launch_typed<__nv_bfloat16>(data, shape, fill, stream);
+    case DType::kI8:
+      return launch_typed<std::int8_t>(data, shape, fill, stream);
+    case DType::kU8:
+      return launch_typed<std::uint8_t>(data, shape, fill, stream);
+    case DType::kI16:
+      return launch_typed<std::int16_t>(data, shape, fill, stream);
+    case DType::kU16:
+      return launch_typed<std::uint16_t>(data, shape, fill, stream);
+    case DType::kI32:
+      return launch_typed<std::int32_t>(data, shape, fill, stream);
+    case DType::kU32:
+      return launch_typed<std::uint32_t>(data, shape, fill, stream);
+    case DType::kI64:
+      return launch_typed<std::int64_t>(data, shape, fill, stream);
+    case DType::kU64:
+      return launch_typed<std::uint64_t>(data, shape, fill, stream);
   }
   throw Error(Errc::kInternal, "launch_fill: unknown element type");
 }

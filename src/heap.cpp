@@ -23,7 +23,7 @@ std::size_t round_up(std::size_t value, std::size_t multiple) {
 struct DeviceIdentity {
   cudaUUID_t uuid{};
   std::uint8_t vmm_capable = 0;
-  std::uint64_t size = 0;       // heap bytes requested (rounded)
+  std::uint64_t size = 0;  // heap bytes requested (rounded)
   std::uint64_t granularity = 0;
 };
 
@@ -46,8 +46,10 @@ bool vmm_supported(int cuda_device, std::string& why) {
         &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device));
     IRIS_CU_CHECK(driver().device_get_attribute(
         &posix_fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device));
-    if (!vmm) why = "the device does not support virtual memory management";
-    else if (!posix_fd) why = "the device cannot export memory as POSIX file descriptors";
+    if (!vmm)
+      why = "the device does not support virtual memory management";
+    else if (!posix_fd)
+      why = "the device cannot export memory as POSIX file descriptors";
     return vmm && posix_fd;
   } catch (const Error& error) {
     why = error.what();
@@ -107,9 +109,9 @@ HeapTransport choose_transport(Bootstrap& bootstrap, int cuda_device, HeapTransp
   if (incapable == all.end()) return HeapTransport::kVmm;
   const int which = static_cast<int>(incapable - all.begin());
   if (requested == HeapTransport::kVmm) {
-    throw Error(Errc::kUnsupported,
-                "IRIS_HEAP_TRANSPORT=vmm, but rank " + std::to_string(which) +
-                    " cannot use it" + (which == bootstrap.rank() ? ": " + why : ""));
+    throw Error(Errc::kUnsupported, "IRIS_HEAP_TRANSPORT=vmm, but rank " + std::to_string(which) +
+                                        " cannot use it" +
+                                        (which == bootstrap.rank() ? ": " + why : ""));
   }
   log(LogLevel::kWarn, "symmetric heap: using cudaIpc handles, not VMM: rank ", which,
       " cannot export VMM memory", which == bootstrap.rank() ? " (" + why + ")" : std::string());
@@ -126,15 +128,19 @@ SymmetricHeap::SymmetricHeap(Bootstrap& bootstrap, const Topology& topology, int
       transport_(choose_transport(bootstrap, cuda_device, transport)) {
   if (bytes == 0) throw Error(Errc::kInvalidArgument, "the symmetric heap size must be positive");
   try {
-    if (transport_ == HeapTransport::kVmm) create_vmm(bootstrap, topology, timeout);
-    else create_ipc(bootstrap);
+    if (transport_ == HeapTransport::kVmm)
+      create_vmm(bootstrap, topology, timeout);
+    else
+      create_ipc(bootstrap);
   } catch (...) {
     release();
     throw;
   }
 }
 
-SymmetricHeap::~SymmetricHeap() { release(); }
+SymmetricHeap::~SymmetricHeap() {
+  release();
+}
 
 std::byte* SymmetricHeap::base_of(int rank) const {
   return transport_ == HeapTransport::kVmm ? window_ + static_cast<std::ptrdiff_t>(rank) * stride_
@@ -146,8 +152,8 @@ void SymmetricHeap::create_vmm(Bootstrap& bootstrap, const Topology& topology,
   const Driver& cu = driver();
   const CUmemAllocationProp prop = allocation_properties(cuda_device_);
   std::size_t granularity = 0;
-  IRIS_CU_CHECK(cu.mem_get_allocation_granularity(&granularity, &prop,
-                                                  CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  IRIS_CU_CHECK(
+      cu.mem_get_allocation_granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
 
   DeviceIdentity mine;
   cudaDeviceProp prop_of_device{};
@@ -207,10 +213,10 @@ void SymmetricHeap::create_vmm(Bootstrap& bootstrap, const Topology& topology,
   CUmemGenericAllocationHandle own = 0;
   IRIS_CU_CHECK(cu.mem_create(&own, mine.size, &prop, 0));
   int own_fd = -1;
-  const CUresult exported = cu.mem_export_to_shareable_handle(
-      &own_fd, own, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-  const CUresult mapped = cu.mem_map(reinterpret_cast<CUdeviceptr>(base_of(rank_)), mine.size, 0,
-                                     own, 0);
+  const CUresult exported =
+      cu.mem_export_to_shareable_handle(&own_fd, own, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  const CUresult mapped =
+      cu.mem_map(reinterpret_cast<CUdeviceptr>(base_of(rank_)), mine.size, 0, own, 0);
   cu.mem_release(own);
   IRIS_CU_CHECK(exported);
   UniqueFd own_file(own_fd);
@@ -274,8 +280,8 @@ void SymmetricHeap::create_ipc(Bootstrap& bootstrap) {
     IRIS_CUDA_CHECK(cudaIpcOpenMemHandle(&peer, all[r].handle, cudaIpcMemLazyEnablePeerAccess));
     peer_bases_[r] = static_cast<std::byte*>(peer);
   }
-  IRIS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_peer_bases_),
-                             world_size_ * sizeof(std::byte*)));
+  IRIS_CUDA_CHECK(
+      cudaMalloc(reinterpret_cast<void**>(&device_peer_bases_), world_size_ * sizeof(std::byte*)));
   IRIS_CUDA_CHECK(cudaMemcpy(device_peer_bases_, peer_bases_.data(),
                              world_size_ * sizeof(std::byte*), cudaMemcpyHostToDevice));
   log(LogLevel::kDebug, "symmetric heap: cudaIpc, ", world_size_, " x ", size_, " bytes");
@@ -295,8 +301,10 @@ void SymmetricHeap::release() noexcept {
   }
   for (int r = 0; r < static_cast<int>(peer_bases_.size()); ++r) {
     if (peer_bases_[r] == nullptr) continue;
-    if (r == rank_) cudaFree(peer_bases_[r]);
-    else cudaIpcCloseMemHandle(peer_bases_[r]);
+    if (r == rank_)
+      cudaFree(peer_bases_[r]);
+    else
+      cudaIpcCloseMemHandle(peer_bases_[r]);
   }
   peer_bases_.clear();
   if (device_peer_bases_ != nullptr) cudaFree(device_peer_bases_);

@@ -9,9 +9,9 @@
 
 namespace iris::detail {
 
+using device::ErrorMailbox;
 using device::detail::Awaited;
 using device::detail::ErrorKind;
-using device::ErrorMailbox;
 using device::detail::MailboxState;
 using device::detail::ValueKind;
 

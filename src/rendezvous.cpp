@@ -321,7 +321,8 @@ class RendezvousServer::Loop {
   // Highest rank first: under torchrun/MPI rank 0 hosts this server, and may exit as soon as it
   // has its own result, so the others' results must already be in their sockets by then.
   void send_to_session(Session& session, const Frame& frame) {
-    for (auto connection = session.by_rank.rbegin(); connection != session.by_rank.rend(); ++connection)
+    for (auto connection = session.by_rank.rbegin(); connection != session.by_rank.rend();
+         ++connection)
       if (*connection != nullptr) send(**connection, frame);
   }
 

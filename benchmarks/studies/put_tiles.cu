@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kOp == Op::kPut) {
     iris::device::put(G{}, ctx, dst + start, src + start, n, peer);
   } else {
-    iris::device::copy(G{}, ctx, dst + start, peer, src + start, ctx.rank(), n);
+    iris::device::copy(G{}, ctx, dst + start, src + start, n, peer, ctx.rank());
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/exit_codes.hpp"
 #include "iris/iris.hpp"
 
 namespace {
@@ -45,7 +46,7 @@ int main() {
     std::printf(
         "00_hello: no CUDA GPU is visible, so there is nothing to run. Iris needs an NVIDIA "
         "GPU (Hopper or newer); run this under iris-run on a GPU machine.\n");
-    return 0;
+    return iris::examples::kNoDeviceExitCode;
   }
   try {
     auto ctx = iris::Context::from_env();
@@ -70,6 +71,6 @@ int main() {
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "00_hello: %s\n", error.what());
-    return 1;
+    return iris::examples::exit_code(error);
   }
 }

@@ -29,7 +29,7 @@ __global__ void load_from(const __grid_constant__ iris::device::Context ctx, int
 }  // namespace
 
 int main() {
-  if (!example::gpu_visible("01_load")) return 0;
+  if (!example::gpu_visible("01_load")) return iris::examples::kNoDeviceExitCode;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 24;  // ints: 64 MiB per rank
@@ -57,6 +57,6 @@ int main() {
     return 0;  // ~Context waits for every rank: no one unmaps `data` while a peer still reads it
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "01_load: %s\n", error.what());
-    return 1;
+    return iris::examples::exit_code(error);
   }
 }

@@ -29,7 +29,7 @@ __global__ void store_to(const __grid_constant__ iris::device::Context ctx, int4
 }  // namespace
 
 int main() {
-  if (!example::gpu_visible("02_store")) return 0;
+  if (!example::gpu_visible("02_store")) return iris::examples::kNoDeviceExitCode;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 24;  // ints: 64 MiB per rank
@@ -58,6 +58,6 @@ int main() {
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "02_store: %s\n", error.what());
-    return 1;
+    return iris::examples::exit_code(error);
   }
 }

@@ -36,7 +36,7 @@ __global__ void push_and_pull(const __grid_constant__ iris::device::Context ctx,
 }  // namespace
 
 int main() {
-  if (!example::gpu_visible("03_get_put")) return 0;
+  if (!example::gpu_visible("03_get_put")) return iris::examples::kNoDeviceExitCode;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 24;  // ints: 64 MiB per rank
@@ -73,6 +73,6 @@ int main() {
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "03_get_put: %s\n", error.what());
-    return 1;
+    return iris::examples::exit_code(error);
   }
 }

@@ -33,7 +33,7 @@ __global__ void gather_by_loads(const __grid_constant__ iris::device::Context ct
 }  // namespace
 
 int main() {
-  if (!example::gpu_visible("04_all_load")) return 0;
+  if (!example::gpu_visible("04_all_load")) return iris::examples::kNoDeviceExitCode;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 22;  // ints per rank: 16 MiB
@@ -62,6 +62,6 @@ int main() {
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "04_all_load: %s\n", error.what());
-    return 1;
+    return iris::examples::exit_code(error);
   }
 }

@@ -33,7 +33,7 @@ __global__ void scatter_by_stores(const __grid_constant__ iris::device::Context 
 }  // namespace
 
 int main() {
-  if (!example::gpu_visible("05_all_store")) return 0;
+  if (!example::gpu_visible("05_all_store")) return iris::examples::kNoDeviceExitCode;
   try {
     auto ctx = iris::Context::from_env();
     constexpr std::size_t kCount = std::size_t{1} << 22;  // ints per rank: 16 MiB
@@ -64,6 +64,6 @@ int main() {
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "05_all_store: %s\n", error.what());
-    return 1;
+    return iris::examples::exit_code(error);
   }
 }

@@ -42,7 +42,7 @@ __global__ void take_tickets(const __grid_constant__ iris::device::Context ctx, 
 }  // namespace
 
 int main() {
-  if (!example::gpu_visible("06_atomic_add")) return 0;
+  if (!example::gpu_visible("06_atomic_add")) return iris::examples::kNoDeviceExitCode;
   try {
     auto ctx = iris::Context::from_env();
     const int world = ctx.world_size();
@@ -99,6 +99,6 @@ int main() {
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "06_atomic_add: %s\n", error.what());
-    return 1;
+    return iris::examples::exit_code(error);
   }
 }

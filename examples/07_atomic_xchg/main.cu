@@ -37,7 +37,7 @@ __global__ void increment_under_lock(const __grid_constant__ iris::device::Conte
 }  // namespace
 
 int main() {
-  if (!example::gpu_visible("07_atomic_xchg")) return 0;
+  if (!example::gpu_visible("07_atomic_xchg")) return iris::examples::kNoDeviceExitCode;
   try {
     auto ctx = iris::Context::from_env();
     constexpr int kRounds = 2000;
@@ -71,6 +71,6 @@ int main() {
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "07_atomic_xchg: %s\n", error.what());
-    return 1;
+    return iris::examples::exit_code(error);
   }
 }

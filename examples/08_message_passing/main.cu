@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 int main() {
-  if (!example::gpu_visible("08_message_passing")) return 0;
+  if (!example::gpu_visible("08_message_passing")) return iris::examples::kNoDeviceExitCode;
   try {
     auto ctx = iris::Context::from_env();
     const bool producer = ctx.rank() % 2 == 0;
@@ -139,6 +139,6 @@ int main() {
     return 0;
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "08_message_passing: %s\n", error.what());
-    return 1;
+    return iris::examples::exit_code(error);
   }
 }

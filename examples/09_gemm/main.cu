@@ -13,9 +13,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/example.hpp"
 #include "iris/host/error.hpp"
 #include "iris/ops/gemm.hpp"
-#include "report.hpp"
 
 namespace {
 
@@ -39,11 +39,10 @@ __global__ void reference(float* d, const __nv_bfloat16* a, const __nv_bfloat16*
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("example_09_gemm")) return 0;
-  const int m = static_cast<int>(iris::bench::number_arg(argc, argv, "--m", 4096));
-  const int n = static_cast<int>(iris::bench::number_arg(argc, argv, "--n", 4096));
-  const int k = static_cast<int>(iris::bench::number_arg(argc, argv, "--k", 4096));
+static int run(int argc, char** argv) {
+  const int m = static_cast<int>(example::number_arg(argc, argv, "--m", 4096));
+  const int n = static_cast<int>(example::number_arg(argc, argv, "--n", 4096));
+  const int k = static_cast<int>(example::number_arg(argc, argv, "--k", 4096));
   __nv_bfloat16 *a, *b, *d;
   float* ref;
   IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(*a) * m * k));
@@ -85,8 +84,18 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   IRIS_CUDA_CHECK(cudaStreamCreate(&stream));
   const double ms =
-      iris::bench::median_ms(stream, {.warmup = 3, .samples = 11}, [&](long) { gemm.run(stream); });
+      example::median_ms(stream, {.warmup = 3, .samples = 11}, [&](long) { gemm.run(stream); });
   std::printf("GEMM %d x %d x %d bf16: correct; %.3f ms, %.1f TFLOP/s\n", m, n, k, ms,
               2.0 * m * n * k / (ms * 1e9));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  if (!example::gpu_visible("example_09_gemm")) return iris::examples::kNoDeviceExitCode;
+  try {
+    return run(argc, argv);
+  } catch (const iris::Error& error) {
+    std::fprintf(stderr, "example_09_gemm: %s\n", error.what());
+    return iris::examples::exit_code(error);
+  }
 }

@@ -8,7 +8,7 @@
 // Tiles leave while the GEMM is still computing the next ones; no SM split, no second stream.
 //
 //   iris-run -n 4 ./example_11_gemm_all_scatter_fused_sequential [--m 2048 --n 1024 --k 256]
-#include "../gemm_all_scatter_example.cuh"
+#include "common/gemm_all_scatter.cuh"
 
 int main(int argc, char** argv) {
   return example::run(argc, argv, iris::ops::AllScatterPattern::kFusedSequential);

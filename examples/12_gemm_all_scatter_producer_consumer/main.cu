@@ -7,7 +7,7 @@
 // kernel so that every rank's waiters leave whole SMs for the GEMMs (docs/ops.md).
 //
 //   iris-run -n 4 ./example_12_gemm_all_scatter_producer_consumer [--m 2048 --n 1024 --k 256]
-#include "../gemm_all_scatter_example.cuh"
+#include "common/gemm_all_scatter.cuh"
 
 int main(int argc, char** argv) {
   return example::run(argc, argv, iris::ops::AllScatterPattern::kProducerConsumer);

@@ -10,14 +10,17 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
+#include "common/exit_codes.hpp"
 #include "iris/host/error.hpp"
 
 namespace example {
 
 /// True when a CUDA GPU is visible. Otherwise prints why `program` has nothing to run, so that
-/// it can exit 0 on a machine without a GPU (CI builds everything; only GPU machines run it).
+/// it can exit with iris::examples::kNoDeviceExitCode (77, "skipped") on a machine without a GPU.
 inline bool gpu_visible(const char* program) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) return true;
@@ -103,6 +106,13 @@ double median_ms(cudaStream_t stream, const Repeats& repeats, Enqueue&& enqueue)
 /// Decimal gigabytes per second (as NVIDIA's and NCCL's figures are).
 inline double gb_per_s(double bytes, double ms) {
   return bytes / (ms * 1e-3) / 1e9;
+}
+
+/// The number after `flag` in argv (`--samples 50`), or `fallback`.
+inline double number_arg(int argc, char** argv, const char* flag, double fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], flag) == 0) return std::atof(argv[i + 1]);
+  return fallback;
 }
 
 /// Checks `got[i] == want(i)` for every element; when some differ, prints "rank R: N of M

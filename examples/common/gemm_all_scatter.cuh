@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "common/example.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_all_scatter.hpp"
 #include "iris/ops/trace.hpp"
-#include "report.hpp"
 
 namespace example {
 
@@ -35,13 +35,12 @@ __global__ inline void fill_operands(__nv_bfloat16* a, __nv_bfloat16* b, int m, 
   }
 }
 
-inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
-  if (!iris::bench::gpu_visible(argv[0])) return 0;
+inline int run_pattern(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
   auto ctx = iris::Context::from_env();
   const int world = ctx.world_size(), rank = ctx.rank();
-  const int m = static_cast<int>(iris::bench::number_arg(argc, argv, "--m", 2048));
-  const int n = static_cast<int>(iris::bench::number_arg(argc, argv, "--n", 1024));  // per rank
-  const int k = static_cast<int>(iris::bench::number_arg(argc, argv, "--k", 256));  // <= 256: exact
+  const int m = static_cast<int>(example::number_arg(argc, argv, "--m", 2048));
+  const int n = static_cast<int>(example::number_arg(argc, argv, "--n", 1024));  // per rank
+  const int k = static_cast<int>(example::number_arg(argc, argv, "--k", 256));   // <= 256: exact
   __nv_bfloat16 *a, *b;
   IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(*a) * m * k));
   IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));
@@ -74,7 +73,7 @@ inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
               wrong ? "WRONG" : "C is complete and correct", wrong);
   ctx.barrier();
   const double ms =
-      iris::bench::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) { op.run(stream); });
+      example::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) { op.run(stream); });
   if (rank == 0)
     std::printf("M %d, N %d x %d ranks, K %d: %.3f ms per GEMM + all-scatter\n", m, n, world, k,
                 ms);
@@ -92,6 +91,17 @@ inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
   }
   ctx.barrier();
   return wrong ? 1 : 0;
+}
+
+/// The example's main: runs `pattern`, mapping what Iris reports to the examples' exit codes.
+inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
+  if (!example::gpu_visible(argv[0])) return iris::examples::kNoDeviceExitCode;
+  try {
+    return run_pattern(argc, argv, pattern);
+  } catch (const iris::Error& error) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], error.what());
+    return iris::examples::exit_code(error);
+  }
 }
 
 }  // namespace example

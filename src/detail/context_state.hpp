@@ -36,7 +36,7 @@ class ContextState {
   cudaStream_t stream = nullptr;  // fills and copies
   std::unique_ptr<SymmetricHeap> heap;
   std::unique_ptr<HeapAllocator> allocator;
-  std::unique_ptr<AllocationCheck> check;  // null unless debug checks are on
+  std::unique_ptr<AllocationCheck> check;          // null unless debug checks are on
   device::ErrorMailbox* mailbox = nullptr;         // host-pinned, mapped
   device::ErrorMailbox* mailbox_device = nullptr;  // the same, as the device sees it
   std::uint64_t wait_timeout_ns = 0;

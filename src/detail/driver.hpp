@@ -35,10 +35,10 @@ const Driver& driver();
 
 }  // namespace iris::detail
 
-#define IRIS_CU_CHECK(expr)                                                                   \
-  do {                                                                                        \
-    const CUresult iris_cu_result_ = (expr);                                                  \
-    if (iris_cu_result_ != CUDA_SUCCESS)                                                      \
-      ::iris::detail::throw_driver_error(iris_cu_result_, #expr,                              \
-                                         ::std::source_location::current());                  \
+#define IRIS_CU_CHECK(expr)                                                  \
+  do {                                                                       \
+    const CUresult iris_cu_result_ = (expr);                                 \
+    if (iris_cu_result_ != CUDA_SUCCESS)                                     \
+      ::iris::detail::throw_driver_error(iris_cu_result_, #expr,             \
+                                         ::std::source_location::current()); \
   } while (0)

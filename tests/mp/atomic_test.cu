@@ -237,7 +237,8 @@ void run_halves() {
   ctx.barrier();
   const std::uint32_t bits = target.to_host()[0];
   T value;
-  std::memcpy(static_cast<void*>(&value), &bits, sizeof(T));  // half types are not trivially copy-assignable
+  std::memcpy(static_cast<void*>(&value), &bits,
+              sizeof(T));  // half types are not trivially copy-assignable
   const float expected = float(ctx.world_size() * kContenders);
   EXPECT_EQ(low_of(value), expected) << sizeof(T) << "-byte half type, rank " << ctx.rank();
   if (sizeof(T) == 4) EXPECT_EQ(high_of(value), expected);

@@ -19,7 +19,8 @@ iris::ContextOptions options_with(iris::HeapTransport transport, std::size_t hea
 
 // Every rank writes (its rank, index) into slot `rank` of every peer's buffer; each slot holds
 // `count` values. Translation happens once per peer, then the stores are plain.
-__global__ void write_everywhere(iris::device::Context ctx, std::uint64_t* slots, std::size_t count) {
+__global__ void write_everywhere(iris::device::Context ctx, std::uint64_t* slots,
+                                 std::size_t count) {
   for (int peer = 0; peer < ctx.world_size(); ++peer) {
     std::uint64_t* mine_on_peer = ctx.translate(slots, peer) + ctx.rank() * count;
     for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
@@ -48,8 +49,8 @@ void check_all_to_all(iris::Context& ctx) {
 }
 
 TEST(Heap, EveryRankReachesEveryPeerThroughVmm) {
-  iris::Context ctx = iris::Context::from_env(
-      options_with(iris::HeapTransport::kVmm, std::size_t{256} << 20));
+  iris::Context ctx =
+      iris::Context::from_env(options_with(iris::HeapTransport::kVmm, std::size_t{256} << 20));
   const iris::HeapInfo heap = ctx.heap();
   ASSERT_EQ(heap.transport, iris::HeapTransport::kVmm);
   EXPECT_EQ(heap.base, heap.window + ctx.rank() * heap.stride);
@@ -63,16 +64,16 @@ TEST(Heap, EveryRankReachesEveryPeerThroughVmm) {
 }
 
 TEST(Heap, EveryRankReachesEveryPeerThroughIpc) {
-  iris::Context ctx = iris::Context::from_env(
-      options_with(iris::HeapTransport::kIpc, std::size_t{256} << 20));
+  iris::Context ctx =
+      iris::Context::from_env(options_with(iris::HeapTransport::kIpc, std::size_t{256} << 20));
   ASSERT_EQ(ctx.heap().transport, iris::HeapTransport::kIpc);
   EXPECT_FALSE(ctx.device().is_flat());
   check_all_to_all(ctx);
 }
 
 TEST(Heap, HostSeesPeersThroughBufferOn) {
-  iris::Context ctx = iris::Context::from_env(
-      options_with(iris::HeapTransport::kAuto, std::size_t{64} << 20));
+  iris::Context ctx =
+      iris::Context::from_env(options_with(iris::HeapTransport::kAuto, std::size_t{64} << 20));
   auto buffer = ctx.full<int>(1024, ctx.rank() + 1);
   for (int r = 0; r < ctx.world_size(); ++r) {
     std::vector<int> peer(1024);
@@ -103,8 +104,11 @@ TEST(Heap, DivergentAllocationIsNamedOnEveryRank) {
 TEST(Heap, HundredCreateDestroyCyclesLeakNothing) {
   // `anchor` lives throughout and its barrier lines the ranks up, so that both measurements of
   // the GPU's free memory (shared by all ranks on it) see every rank in the same state.
-  iris::Context anchor = iris::Context::from_env(options_with(iris::HeapTransport::kAuto, 64 << 20));
-  { iris::Context warm = iris::Context::from_env(options_with(iris::HeapTransport::kVmm, 64 << 20)); }
+  iris::Context anchor =
+      iris::Context::from_env(options_with(iris::HeapTransport::kAuto, 64 << 20));
+  {
+    iris::Context warm = iris::Context::from_env(options_with(iris::HeapTransport::kVmm, 64 << 20));
+  }
   anchor.barrier();
   std::size_t free_before = 0, free_after = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);

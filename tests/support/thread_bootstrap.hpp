@@ -74,7 +74,8 @@ class ThreadGroup {
     if (!completed_error_.empty()) throw Error(Errc::kMismatch, completed_error_);
     auto* out = static_cast<std::byte*>(recv);
     for (int r = 0; r < world_size_; ++r)
-      if (bytes != 0 && !completed_[r].empty()) std::memcpy(out + r * bytes, completed_[r].data(), completed_[r].size());
+      if (bytes != 0 && !completed_[r].empty())
+        std::memcpy(out + r * bytes, completed_[r].data(), completed_[r].size());
   }
 
  private:

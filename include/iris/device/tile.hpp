@@ -43,8 +43,8 @@ struct tile_view {
     return rows == 0 ? 0 : (rows - 1) * row_stride + cols;
   }
   template <class U>
-  requires(cuda::std::is_same_v<U, const T> && !cuda::std::is_const_v<T>) IRIS_HOST_DEVICE
-  operator tile_view<U>() const {
+    requires(cuda::std::is_same_v<U, const T> && !cuda::std::is_const_v<T>)
+  IRIS_HOST_DEVICE operator tile_view<U>() const {
     return {data, rows, cols, row_stride};
   }
 };

@@ -77,9 +77,9 @@ std::unique_ptr<Bootstrap> make_single_rank_bootstrap();
 /// size or a rank that is taken is refused by the server with an iris::Error(kBootstrap) that
 /// says which; no server within `timeout` is iris::Error(kTimeout). A program at `endpoint`
 /// that is not an Iris rendezvous is named as such: iris::Error(kBootstrap) when it answers
-/// something else, iris::Error(kTimeout) within `timeout` when it answers nothing. One server serves any number
-/// of bootstraps: the n-th bootstrap a process opens at `endpoint` joins the other ranks' n-th,
-/// so every rank must open them in the same order.
+/// something else, iris::Error(kTimeout) within `timeout` when it answers nothing. One server
+/// serves any number of bootstraps: the n-th bootstrap a process opens at `endpoint` joins the
+/// other ranks' n-th, so every rank must open them in the same order.
 std::unique_ptr<Bootstrap> connect_bootstrap(const std::string& endpoint, int rank, int world_size,
                                              const std::string& secret,
                                              std::chrono::nanoseconds timeout);

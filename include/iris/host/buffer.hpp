@@ -37,7 +37,8 @@ struct Shape {
 
   constexpr Shape() = default;
   /// 1-D: n elements.
-  constexpr Shape(std::size_t n) : rows(1), cols(n), row_stride(n) {}  // NOLINT: implicit on purpose
+  constexpr Shape(std::size_t n)
+      : rows(1), cols(n), row_stride(n) {}  // NOLINT: implicit on purpose
   /// 2-D, rows packed (row_stride == cols), or with an explicit row stride.
   constexpr Shape(std::size_t rows_, std::size_t cols_, std::size_t row_stride_ = 0)
       : rows(rows_), cols(cols_), row_stride(row_stride_ == 0 ? cols_ : row_stride_) {}
@@ -90,10 +91,11 @@ class Buffer {
   /// Overwrites this rank's elements from `values` (rows * cols values, row by row), after all
   /// work queued on this rank's device has finished.
   void copy_from_host(const std::vector<T>& values) {
-    if (values.size() != size()) detail::throw_size_mismatch("Buffer::copy_from_host", values.size(), size());
+    if (values.size() != size())
+      detail::throw_size_mismatch("Buffer::copy_from_host", values.size(), size());
     for (std::size_t r = 0; r < shape_.rows; ++r)
-      detail::copy_from_host(*state_, data_ + r * shape_.row_stride, values.data() + r * shape_.cols,
-                             shape_.cols * sizeof(T));
+      detail::copy_from_host(*state_, data_ + r * shape_.row_stride,
+                             values.data() + r * shape_.cols, shape_.cols * sizeof(T));
   }
 
   /// Returns the memory to the heap now (collective, as the allocation was).

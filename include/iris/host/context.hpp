@@ -53,13 +53,13 @@ struct ContextOptions {
 
 /// What the heap looks like from this rank.
 struct HeapInfo {
-  std::byte* base = nullptr;      ///< this rank's heap
-  std::size_t size = 0;           ///< bytes per rank
-  std::ptrdiff_t stride = 0;      ///< distance between ranks' heaps in the flat window (0: table)
-  std::byte* window = nullptr;    ///< rank 0's heap: start of the flat window (null: table)
+  std::byte* base = nullptr;    ///< this rank's heap
+  std::size_t size = 0;         ///< bytes per rank
+  std::ptrdiff_t stride = 0;    ///< distance between ranks' heaps in the flat window (0: table)
+  std::byte* window = nullptr;  ///< rank 0's heap: start of the flat window (null: table)
   HeapTransport transport = HeapTransport::kAuto;  ///< the one in use (never kAuto)
-  std::size_t reserved = 0;       ///< bytes at the heap's start that Iris keeps for itself
-  std::size_t in_use = 0;         ///< bytes allocated by the application
+  std::size_t reserved = 0;  ///< bytes at the heap's start that Iris keeps for itself
+  std::size_t in_use = 0;    ///< bytes allocated by the application
   std::size_t live_allocations = 0;
 };
 

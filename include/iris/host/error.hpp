@@ -65,10 +65,10 @@ namespace detail {
 
 /// Checks a CUDA runtime call; on failure throws iris::Error(kCuda) naming the expression, the
 /// CUDA error and the call site. Usable by applications as well as by the library.
-#define IRIS_CUDA_CHECK(expr)                                                              \
-  do {                                                                                     \
-    const int iris_cuda_status_ = static_cast<int>(expr);                                  \
-    if (iris_cuda_status_ != 0)                                                            \
-      ::iris::detail::throw_cuda_error(iris_cuda_status_, #expr,                           \
-                                       ::std::source_location::current());                 \
+#define IRIS_CUDA_CHECK(expr)                                              \
+  do {                                                                     \
+    const int iris_cuda_status_ = static_cast<int>(expr);                  \
+    if (iris_cuda_status_ != 0)                                            \
+      ::iris::detail::throw_cuda_error(iris_cuda_status_, #expr,           \
+                                       ::std::source_location::current()); \
   } while (0)

@@ -119,7 +119,7 @@ IRIS_DEVICE_FN void packet_put(G group, const Context& ctx, packet* slots, const
   const std::size_t n = packets_for(bytes);
   packet* target = detail::checked_translate(ctx, "packet_put", slots, n, to);
   const auto* s = static_cast<const std::byte*>(src);
-  for (std::size_t i = group.rank(); i < n; i += group.size()) {
+  for (std::size_t i = group.thread_rank(); i < n; i += group.num_threads()) {
     const std::uint64_t word = detail::gather_word(s, i * kPacketPayloadBytes, bytes);
     detail::packet_store_raw(target + i, detail::half_of(static_cast<std::uint32_t>(word), flag),
                              detail::half_of(static_cast<std::uint32_t>(word >> 32), flag));
@@ -132,7 +132,7 @@ IRIS_DEVICE_FN void packet_get(G group, const Context& ctx, void* dst, const pac
   const std::size_t n = packets_for(bytes);
   check_access(ctx, "packet_get", slots, n * sizeof(packet), ctx.rank());
   auto* d = static_cast<std::byte*>(dst);
-  for (std::size_t i = group.rank(); i < n; i += group.size())
+  for (std::size_t i = group.thread_rank(); i < n; i += group.num_threads())
     detail::scatter_word(d, i * kPacketPayloadBytes, bytes,
                          packet_wait(ctx, slots + i, flag, from));
 }

@@ -18,7 +18,7 @@ inline constexpr int kSpinsPerClockRead = 256;
 
 /// 32- and 64-bit integers: what flags, epochs and waits are made of.
 template <class T>
-concept flag_value = cuda::std::is_integral_v<T> &&(sizeof(T) == 4 || sizeof(T) == 8);
+concept flag_value = cuda::std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8);
 
 template <class T>
 using flag_bits_t = cuda::std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;

@@ -13,11 +13,15 @@ namespace iris::detail {
 /// Element types the fills support.
 enum class DType { kF32, kF64, kF16, kBF16, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64 };
 
-template <class T> inline constexpr bool kFillable = false;
-template <class T> inline constexpr DType kDType{};
-#define IRIS_DTYPE(type, tag)                        \
-  template <> inline constexpr bool kFillable<type> = true; \
-  template <> inline constexpr DType kDType<type> = DType::tag;
+template <class T>
+inline constexpr bool kFillable = false;
+template <class T>
+inline constexpr DType kDType{};
+#define IRIS_DTYPE(type, tag)                   \
+  template <>                                   \
+  inline constexpr bool kFillable<type> = true; \
+  template <>                                   \
+  inline constexpr DType kDType<type> = DType::tag;
 IRIS_DTYPE(float, kF32)
 IRIS_DTYPE(double, kF64)
 IRIS_DTYPE(__half, kF16)
@@ -33,8 +37,8 @@ IRIS_DTYPE(std::uint64_t, kU64)
 #undef IRIS_DTYPE
 
 template <class T>
-inline constexpr bool kFloating = std::is_floating_point_v<T> || std::is_same_v<T, __half> ||
-                                  std::is_same_v<T, __nv_bfloat16>;
+inline constexpr bool kFloating =
+    std::is_floating_point_v<T> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
 enum class FillKind { kNone, kValue, kArange, kUniform, kNormal };
 
@@ -74,7 +78,8 @@ template <class T>
 Buffer<T> Context::full(Shape shape, T value, std::source_location where) {
   static_assert(detail::kFillable<T>,
                 "iris fills support float, double, __half, __nv_bfloat16 and 8..64-bit integers");
-  const detail::FillRequest fill{detail::FillKind::kValue, detail::kDType<T>, detail::bits_of(value)};
+  const detail::FillRequest fill{detail::FillKind::kValue, detail::kDType<T>,
+                                 detail::bits_of(value)};
   void* data = detail::allocate_symmetric(*state_, shape, sizeof(T), fill, where);
   return Buffer<T>(state_, static_cast<T*>(data), shape);
 }

@@ -156,7 +156,8 @@ class TileStoreEpilogue {
     // stored to every receiver, so a thread keeps kUnits stores in flight per receiver.
     constexpr int kElementsPerUnit = 16 / static_cast<int>(sizeof(ElementD));
     constexpr int kUnitsPerRow = kPassCols / kElementsPerUnit;
-    constexpr int kUnits = kBlockM * kUnitsPerRow / static_cast<int>(consumer_warpgroups::num_threads());
+    constexpr int kUnits =
+        kBlockM * kUnitsPerRow / static_cast<int>(consumer_warpgroups::num_threads());
     static_assert(kBlockM * kUnitsPerRow % consumer_warpgroups::num_threads() == 0,
                   "whole units per thread");
 
@@ -176,7 +177,8 @@ class TileStoreEpilogue {
       int offsets[kUnits];  // element offset in D from the pass's corner; -1: outside D
       CUTLASS_PRAGMA_UNROLL
       for (int u = 0; u < kUnits; ++u) {
-        const int index = static_cast<int>(group.thread_rank()) + u * static_cast<int>(group.num_threads());
+        const int index =
+            static_cast<int>(group.thread_rank()) + u * static_cast<int>(group.num_threads());
         const int r = index / kUnitsPerRow, cu = index % kUnitsPerRow;
         const bool inside = r < rows && cu < pass_units;
         offsets[u] = inside ? static_cast<int>(r * params_.ldd) + cu * kElementsPerUnit : -1;
