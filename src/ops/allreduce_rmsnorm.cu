@@ -205,7 +205,11 @@ struct AllReduceRmsNormState {
     sum = nullptr;
     sum_bytes = 0;
   }
+  // Destruction is collective (the frees are): the device's work, this op's kernels included,
+  // is waited for first, so no kernel of this rank still uses the memory. Peers write into this
+  // rank's barrier channels only before this rank's last wait returns.
   ~AllReduceRmsNormState() {
+    if (comm) cudaDeviceSynchronize();
     if (sum != nullptr) {
       try {
         release_sum();

@@ -100,6 +100,8 @@ struct AllReduceRmsNormState;
 class AllReduceRmsNorm {
  public:
   explicit AllReduceRmsNorm(Context& ctx);
+  /// Collective over the world once initialized (it frees symmetric memory): every rank, in the
+  /// same order; it waits for this rank's device work first.
   ~AllReduceRmsNorm();
   AllReduceRmsNorm(AllReduceRmsNorm&&) noexcept;
   AllReduceRmsNorm& operator=(AllReduceRmsNorm&&) noexcept;
