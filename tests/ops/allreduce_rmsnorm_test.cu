@@ -407,9 +407,6 @@ TEST(AllReduceRmsNorm, RefusesWhatPeersCannotRead) {
   AllReduceRmsNorm op(ctx);
   EXPECT_THROW(op.initialize(bad), iris::Error);  // refused before any collective step
   bad = args;
-  bad.tokens = 2 * tokens;  // x's allocation is too small
-  EXPECT_FALSE(AllReduceRmsNorm::can_implement(ctx, bad).ok);
-  bad = args;
   bad.team = iris::team{(ctx.rank() + 1) % ctx.world_size(), 1, 1};
   status = AllReduceRmsNorm::can_implement(ctx, bad);
   EXPECT_FALSE(status);
