@@ -1,0 +1,184 @@
+// all-reduce + residual add + RMSNorm at decode sizes (tokens 1, 8, 32, 128; hidden 4096, 8192;
+// bf16): iris::ops::AllReduceRmsNorm fused, the same op bulk-synchronous (iris::ccl all_reduce,
+// then a norm kernel), and iris::ccl all_reduce alone (its own choice of algorithm), each timed
+// as a CUDA graph of 20 calls (median over samples, slowest rank), so that launch overhead is
+// what a decode step's graph pays. Before timing, the fused and bulk-synchronous results are
+// compared: the inputs are multiples of 1/8 whose sums bf16 holds exactly, so both patterns
+// must give the same bits ("wrong" counts the elements that differ, on the worst rank).
+//
+//   iris-run -n 8 ./bench_allreduce_rmsnorm [--samples 15] [--json out.json]
+//
+// NCCL: it refuses two ranks on one GPU, so with ranks sharing a GPU the table says it was
+// skipped; this build has no NCCL baseline for one GPU per rank either (it says so).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "iris/ccl.hpp"
+#include "iris/iris.hpp"
+#include "iris/ops/allreduce_rmsnorm.hpp"
+#include "report.hpp"
+
+namespace {
+
+using iris::ops::AllReduceNormPattern;
+
+__global__ void fill_inputs(__nv_bfloat16* x, __nv_bfloat16* residual, __nv_bfloat16* gamma,
+                            int tokens, int hidden, int rank) {
+  const std::size_t n = std::size_t(tokens) * hidden;
+  for (std::size_t k = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; k < n;
+       k += std::size_t{gridDim.x} * blockDim.x) {
+    const int t = static_cast<int>(k / hidden), i = static_cast<int>(k % hidden);
+    x[k] = __float2bfloat16_rn(static_cast<float>((t + i + rank) % 5 - 2) / 4);
+    residual[k] = __float2bfloat16_rn(static_cast<float>((3 * t + i) % 7 - 3) / 8);
+    if (t == 0) gamma[i] = __float2bfloat16_rn(1.0f + static_cast<float>(i % 4) / 8);
+  }
+}
+
+__global__ void count_different(const unsigned short* a, const unsigned short* b, std::size_t n,
+                                unsigned long long* wrong) {
+  unsigned long long mine = 0;
+  for (std::size_t k = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; k < n;
+       k += std::size_t{gridDim.x} * blockDim.x)
+    mine += a[k] != b[k];
+  if (mine) atomicAdd(wrong, mine);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!iris::bench::gpu_visible("allreduce_rmsnorm")) return 0;
+  const int samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 15));
+  const std::string json = iris::bench::json_path_from_args(argc, argv);
+  try {
+    iris::ContextOptions options;
+    options.heap_size = std::size_t{256} << 20;
+    iris::Context ctx = iris::Context::from_env(options);
+    iris::ccl::Communicator comm(ctx);
+    const int world = ctx.world_size();
+    const auto devices = iris::bench::device_of_each_rank(ctx.bootstrap());
+    const bool one_gpu =
+        std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices[0]; });
+    const std::string note =
+        std::to_string(world) + " ranks; " +
+        (one_gpu ? "NCCL: skipped (the ranks share one GPU, and NCCL refuses two ranks on one GPU)"
+                 : "NCCL: skipped (this build of allreduce_rmsnorm has no NCCL baseline)");
+
+    constexpr int kMaxTokens = 128, kMaxHidden = 8192, kCalls = 20;
+    const std::size_t max_n = std::size_t(kMaxTokens) * kMaxHidden;
+    auto x = ctx.zeros<__nv_bfloat16>(iris::Shape(max_n));
+    auto sum = ctx.zeros<__nv_bfloat16>(iris::Shape(max_n));  // ccl all_reduce alone
+    __nv_bfloat16 *residual, *gamma, *out[2], *y[2];
+    unsigned long long* wrong;
+    IRIS_CUDA_CHECK(cudaMalloc(&residual, max_n * sizeof(__nv_bfloat16)));
+    IRIS_CUDA_CHECK(cudaMalloc(&gamma, kMaxHidden * sizeof(__nv_bfloat16)));
+    for (int p = 0; p < 2; ++p) {
+      IRIS_CUDA_CHECK(cudaMalloc(&out[p], max_n * sizeof(__nv_bfloat16)));
+      IRIS_CUDA_CHECK(cudaMalloc(&y[p], max_n * sizeof(__nv_bfloat16)));
+    }
+    IRIS_CUDA_CHECK(cudaMalloc(&wrong, sizeof(unsigned long long)));
+    cudaStream_t stream;
+    IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+    // Median microseconds per call of `enqueue`, as a graph of kCalls calls, slowest rank.
+    auto time_us = [&](auto&& enqueue) {
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      IRIS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < kCalls; ++i) enqueue();
+      IRIS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      IRIS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      iris::bench::Repeats repeats;
+      repeats.warmup = 2;
+      repeats.samples = samples;
+      const double ms =
+          iris::bench::summarize(iris::bench::time_calls_ms(
+                                     stream, repeats,
+                                     [&](long) { IRIS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); },
+                                     [&] { comm.barrier(stream); }))
+              .median /
+          kCalls;
+      IRIS_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      IRIS_CUDA_CHECK(cudaGraphDestroy(graph));
+      return iris::bench::slowest_rank(ctx.bootstrap(), ms * 1e3);
+    };
+
+    std::vector<iris::bench::Row> rows;
+    for (int hidden : {4096, 8192}) {
+      for (int tokens : {1, 8, 32, 128}) {
+        const std::size_t n = std::size_t(tokens) * hidden;
+        fill_inputs<<<256, 256, 0, stream>>>(x.data(), residual, gamma, tokens, hidden, ctx.rank());
+        IRIS_CUDA_CHECK(cudaGetLastError());
+        IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+        ctx.barrier();
+        iris::ops::AllReduceRmsNorm ops[2] = {iris::ops::AllReduceRmsNorm(ctx),
+                                              iris::ops::AllReduceRmsNorm(ctx)};
+        const AllReduceNormPattern patterns[2] = {AllReduceNormPattern::kFused,
+                                                  AllReduceNormPattern::kBulkSynchronous};
+        for (int p = 0; p < 2; ++p) {
+          iris::ops::AllReduceRmsNormArguments args{.tokens = tokens,
+                                                    .hidden = hidden,
+                                                    .x = x.data(),
+                                                    .residual = residual,
+                                                    .gamma = gamma,
+                                                    .residual_out = out[p],
+                                                    .y = y[p],
+                                                    .pattern = patterns[p]};
+          ops[p].initialize(args);
+          ops[p].run(stream);
+        }
+        IRIS_CUDA_CHECK(cudaMemsetAsync(wrong, 0, sizeof(unsigned long long), stream));
+        for (int p = 0; p < 2; ++p) {
+          const auto* a = reinterpret_cast<const unsigned short*>(p == 0 ? out[0] : y[0]);
+          const auto* b = reinterpret_cast<const unsigned short*>(p == 0 ? out[1] : y[1]);
+          count_different<<<128, 256, 0, stream>>>(a, b, n, wrong);
+        }
+        unsigned long long host_wrong = 0;
+        IRIS_CUDA_CHECK(cudaMemcpyAsync(&host_wrong, wrong, sizeof(host_wrong),
+                                        cudaMemcpyDeviceToHost, stream));
+        IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+        ctx.check_device_errors();
+        host_wrong = static_cast<unsigned long long>(
+            iris::bench::slowest_rank(ctx.bootstrap(), static_cast<double>(host_wrong)));
+
+        const double fused = time_us([&] { ops[0].run(stream); });
+        const double bulk = time_us([&] { ops[1].run(stream); });
+        const double alone = time_us(
+            [&] { comm.all_reduce(sum.data(), x.data(), n, iris::ccl::ReduceOp::kSum, stream); });
+        iris::bench::Row row;
+        row.number("tokens", tokens, "%.0f")
+            .number("hidden", hidden, "%.0f")
+            .number("bytes", static_cast<double>(n * sizeof(__nv_bfloat16)), "%.0f")
+            .number("fused_us", fused, "%.2f")
+            .number("bulk_sync_us", bulk, "%.2f")
+            .number("all_reduce_us", alone, "%.2f")
+            .number("fused_vs_bulk", bulk / fused, "%.2f")
+            .number("fused_vs_all_reduce", alone / fused, "%.2f")
+            .number("fused_blocks", ops[0].blocks(), "%.0f")
+            .number("wrong", static_cast<double>(host_wrong), "%.0f");
+        rows.push_back(row);
+        ctx.barrier();
+      }
+    }
+    if (ctx.rank() == 0)
+      iris::bench::report("allreduce_rmsnorm: all-reduce + residual + RMSNorm, bf16, graph of " +
+                              std::to_string(kCalls) + " calls",
+                          rows, json, note);
+    IRIS_CUDA_CHECK(cudaStreamDestroy(stream));
+    cudaFree(residual);
+    cudaFree(gamma);
+    for (int p = 0; p < 2; ++p) {
+      cudaFree(out[p]);
+      cudaFree(y[p]);
+    }
+    cudaFree(wrong);
+    ctx.barrier();
+  } catch (const iris::Error& error) {
+    std::fprintf(stderr, "%s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,130 @@
+// AllReduceRmsNorm::can_implement (the Context-free form) refuses shapes, types, alignments and
+// overlaps the kernels cannot run, with a sentence naming the problem. Host only: no GPU needed
+// (pointers are checked, never dereferenced).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "iris/ops/allreduce_rmsnorm.hpp"
+
+namespace {
+
+using iris::ops::AllReduceRmsNorm;
+using iris::ops::AllReduceRmsNormArguments;
+using iris::ops::DType;
+using testing::HasSubstr;
+
+// Fake, 256-byte aligned addresses, far enough apart for 64 x 4096 bf16 (512 KiB) each.
+void* fake(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);
+}
+
+AllReduceRmsNormArguments good() {
+  AllReduceRmsNormArguments args;
+  args.tokens = 64;
+  args.hidden = 4096;
+  args.x = fake(0x1000000);
+  args.residual = fake(0x2000000);
+  args.gamma = fake(0x3000000);
+  args.residual_out = fake(0x4000000);
+  args.y = fake(0x5000000);
+  return args;
+}
+
+TEST(AllReduceRmsNormCanImplement, AcceptsDecodeShapesBothTypesAndInPlace) {
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(good()))
+      << AllReduceRmsNorm::can_implement(good()).message;
+  auto args = good();
+  args.tokens = 1;
+  args.hidden = 8;
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(args));
+  args = good();
+  args.type = DType::kF16;
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(args));
+  args = good();
+  args.residual_out = const_cast<void*>(args.residual);  // in place
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(args))
+      << AllReduceRmsNorm::can_implement(args).message;
+  EXPECT_EQ(AllReduceRmsNorm::workspace_size(good()), 0u);
+}
+
+TEST(AllReduceRmsNormCanImplement, RefusesShapesWithASentence) {
+  auto args = good();
+  args.hidden = 1001;
+  auto status = AllReduceRmsNorm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("hidden = 1001"));
+  EXPECT_THAT(status.message, HasSubstr("multiple of 8"));
+  args.hidden = 0;
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("hidden = 0"));
+  args = good();
+  args.tokens = 0;
+  status = AllReduceRmsNorm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("tokens = 0"));
+  args.tokens = -3;
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("tokens = -3"));
+}
+
+TEST(AllReduceRmsNormCanImplement, RefusesTypesEpsAndBlocks) {
+  auto args = good();
+  args.type = DType::kF32;
+  auto status = AllReduceRmsNorm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("fp32"));
+  EXPECT_THAT(status.message, HasSubstr("bf16 or fp16"));
+  for (float eps : {0.f, -1e-6f, std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    args = good();
+    args.eps = eps;
+    status = AllReduceRmsNorm::can_implement(args);
+    EXPECT_FALSE(status) << "eps = " << eps;
+    EXPECT_THAT(status.message, HasSubstr("eps"));
+  }
+  args = good();
+  args.max_blocks = -1;
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("max_blocks = -1"));
+}
+
+TEST(AllReduceRmsNormCanImplement, RefusesNullAndMisalignedTensorsByName) {
+  auto args = good();
+  args.gamma = nullptr;
+  auto status = AllReduceRmsNorm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("gamma is null"));
+  args = good();
+  args.y = fake(0x5000008);
+  status = AllReduceRmsNorm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("y must be 16-byte aligned"));
+  args = good();
+  args.x = fake(0x1000002);
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message,
+              HasSubstr("x must be 16-byte aligned"));
+}
+
+TEST(AllReduceRmsNormCanImplement, RefusesOverlaps) {
+  auto args = good();
+  // residual_out starts inside residual (64 x 4096 bf16 = 512 KiB) without being it.
+  args.residual_out = fake(0x2000000 + 4096);
+  auto status = AllReduceRmsNorm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("residual_out must be residual itself"));
+  args = good();
+  args.y = const_cast<void*>(args.x);
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("y must not overlap x"));
+  args = good();
+  args.y = args.residual_out;
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message,
+              HasSubstr("y must not overlap residual_out"));
+  args = good();
+  args.y = fake(0x3000000 - 16);  // y's tail covers gamma's start
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("y must not overlap gamma"));
+  args = good();
+  args.gamma = fake(0x5000000 + 8192);  // gamma inside y
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("y must not overlap gamma"));
+}
+
+}  // namespace

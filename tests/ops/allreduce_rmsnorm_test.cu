@@ -1,0 +1,425 @@
+// all-reduce + residual add + RMSNorm in both patterns, on every rank: every element of
+// residual_out and y is checked against a host reference computed in double from the same
+// bf16/fp16 inputs; every member of a team must hold bit-identical results, run after run and
+// over many CUDA-graph replays. A sequence of runs with x changing between them (and one rank
+// late each time) checks that a run reads this run's x of every member and that no member
+// overwrites x while a peer still reads it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "iris/iris.hpp"
+#include "iris/ops/allreduce_rmsnorm.hpp"
+#include "mp/common.cuh"
+
+namespace {
+
+using iris::ops::AllReduceNormPattern;
+using iris::ops::AllReduceRmsNorm;
+using iris::ops::AllReduceRmsNormArguments;
+using iris::ops::DType;
+using iris_test::context;
+
+float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+float to_float(__half v) {
+  return __half2float(v);
+}
+template <class T>
+T from_float(float v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(v);
+  else
+    return __float2half_rn(v);
+}
+template <class T>
+constexpr DType dtype() {
+  return std::is_same_v<T, __nv_bfloat16> ? DType::kBF16 : DType::kF16;
+}
+/// Relative spacing of the type's values near 1 (one ulp): 2^-7 for bf16, 2^-10 for fp16.
+template <class T>
+constexpr double ulp() {
+  return std::is_same_v<T, __nv_bfloat16> ? 1.0 / 128 : 1.0 / 1024;
+}
+
+/// Reproducible values in [low, high), depending only on (seed, i).
+double uniform(std::uint64_t seed, std::uint64_t i, double low, double high) {
+  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return low + (high - low) * static_cast<double>(z >> 11) / 9007199254740992.0;
+}
+
+template <class T>
+std::vector<T> values(std::size_t n, std::uint64_t seed, double low, double high) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = from_float<T>(uniform(seed, i, low, high));
+  return v;
+}
+
+std::uint64_t hash_bytes(const void* data, std::size_t bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+/// The inputs of one team: x of every member (the seed names the team and the phase), the
+/// residual and gamma shared by the members.
+template <class T>
+struct Inputs {
+  std::vector<std::vector<T>> x;  // [member]
+  std::vector<T> residual, gamma;
+};
+
+template <class T>
+Inputs<T> make_inputs(int tokens, int hidden, int members, std::uint64_t seed) {
+  Inputs<T> in;
+  const std::size_t n = std::size_t(tokens) * hidden;
+  for (int m = 0; m < members; ++m) in.x.push_back(values<T>(n, seed * 131 + m + 1, -1.0, 1.0));
+  in.residual = values<T>(n, seed * 131 + 100, -1.0, 1.0);
+  in.gamma = values<T>(hidden, seed * 131 + 101, 0.5, 1.5);
+  return in;
+}
+
+/// What a run must produce, in double, and how far from it each element may be.
+struct Want {
+  std::vector<double> out, y;          // residual + sum of x; RMSNorm of that times gamma
+  std::vector<double> out_tol, y_tol;  // allowed |got - want|
+};
+
+/// The tolerances follow the roundings: residual_out is rounded once (fused) or the sum of x is
+/// rounded before the residual is added (bulk-synchronous), so its error is below one ulp of
+/// |residual| + sum |x_r| (this bound survives cancellation). y inherits that error through
+/// gamma / rms and adds its own rounding. A missing or repeated member moves an element by
+/// about 0.5, many times the tolerance.
+template <class T>
+Want reference(const Inputs<T>& in, int tokens, int hidden, double eps) {
+  const std::size_t n = std::size_t(tokens) * hidden;
+  Want w{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n),
+         std::vector<double>(n)};
+  for (int t = 0; t < tokens; ++t) {
+    double squares = 0;
+    for (int i = 0; i < hidden; ++i) {
+      const std::size_t k = std::size_t(t) * hidden + i;
+      double s = to_float(in.residual[k]), magnitude = std::abs(s);
+      for (const auto& x : in.x) {
+        s += to_float(x[k]);
+        magnitude += std::abs(to_float(x[k]));
+      }
+      w.out[k] = s;
+      w.out_tol[k] = ulp<T>() * magnitude + 1e-6;
+      squares += s * s;
+    }
+    const double scale = 1.0 / std::sqrt(squares / hidden + eps);
+    for (int i = 0; i < hidden; ++i) {
+      const std::size_t k = std::size_t(t) * hidden + i;
+      const double g = to_float(in.gamma[i]);
+      w.y[k] = w.out[k] * scale * g;
+      w.y_tol[k] = 2 * ulp<T>() * std::abs(w.y[k]) + 1.5 * g * scale * w.out_tol[k] + ulp<T>() / 16;
+    }
+  }
+  return w;
+}
+
+template <class T>
+void expect_close(const std::vector<T>& got_out, const std::vector<T>& got_y, const Want& want,
+                  const std::string& when) {
+  std::size_t wrong_out = 0, wrong_y = 0, first_out = 0, first_y = 0;
+  for (std::size_t k = 0; k < want.out.size(); ++k) {
+    if (!(std::abs(to_float(got_out[k]) - want.out[k]) <= want.out_tol[k]) && wrong_out++ == 0)
+      first_out = k;
+    if (!(std::abs(to_float(got_y[k]) - want.y[k]) <= want.y_tol[k]) && wrong_y++ == 0) first_y = k;
+  }
+  EXPECT_EQ(wrong_out, 0u) << when << ": " << wrong_out << " wrong residual_out elements; first at "
+                           << first_out << ": " << to_float(got_out[first_out]) << " instead of "
+                           << want.out[first_out];
+  EXPECT_EQ(wrong_y, 0u) << when << ": " << wrong_y << " wrong y elements; first at " << first_y
+                         << ": " << to_float(got_y[first_y]) << " instead of " << want.y[first_y];
+}
+
+/// This rank's hash next to every world rank's, so members can compare theirs.
+std::vector<std::uint64_t> all_hashes(iris::Context& ctx, std::uint64_t mine) {
+  std::vector<std::uint64_t> all(ctx.world_size());
+  ctx.bootstrap().allgather(&mine, all.data(), sizeof(mine));
+  return all;
+}
+
+void expect_same_as_team(iris::Context& ctx, const iris::team& team, std::uint64_t mine,
+                         const std::string& when) {
+  const auto all = all_hashes(ctx, mine);
+  for (int m = 0; m < team.size; ++m)
+    EXPECT_EQ(all[team.world_rank(m)], mine)
+        << when << ": rank " << ctx.rank() << "'s results differ from member " << m << " (rank "
+        << team.world_rank(m) << ")";
+}
+
+/// Spins for about `ns` nanoseconds: makes one rank late.
+__global__ void delay(unsigned ns) {
+  const long long start = clock64();
+  while (clock64() - start < static_cast<long long>(ns) * 2) {
+  }
+}
+
+struct Case {
+  int tokens, hidden;
+  AllReduceNormPattern pattern;
+  bool in_place = false;
+  iris::team team{0, 0, 1};  // size 0: the world
+  int max_blocks = 0;
+};
+
+std::string describe(const Case& c, DType type) {
+  return std::string(iris::ops::to_string(c.pattern)) + " " + std::string(to_string(type)) +
+         ", tokens = " + std::to_string(c.tokens) + ", hidden = " + std::to_string(c.hidden) +
+         (c.in_place ? ", in place" : "") + ", team {" + std::to_string(c.team.start) + ", " +
+         std::to_string(c.team.size) + ", " + std::to_string(c.team.stride) + "}" +
+         (c.max_blocks ? ", max_blocks = " + std::to_string(c.max_blocks) : "");
+}
+
+template <class T>
+void run_case(const Case& c) {
+  iris::Context& ctx = context();
+  const iris::team team = c.team.size == 0 ? iris::team::world(ctx.world_size()) : c.team;
+  const int me = team.index_of(ctx.rank());
+  ASSERT_GE(me, 0);
+  SCOPED_TRACE(describe(c, dtype<T>()) + ", rank " + std::to_string(ctx.rank()));
+  const std::size_t n = std::size_t(c.tokens) * c.hidden, bytes = n * sizeof(T);
+  constexpr float kEps = 1e-5f;
+  constexpr int kPhases = 2;  // two sets of inputs, alternated between runs
+  std::vector<Inputs<T>> inputs;
+  std::vector<Want> want;
+  for (int ph = 0; ph < kPhases; ++ph) {
+    inputs.push_back(make_inputs<T>(c.tokens, c.hidden, team.size, 1000 * ph + team.start + 7));
+    want.push_back(reference(inputs[ph], c.tokens, c.hidden, kEps));
+  }
+
+  auto x = ctx.zeros<T>(iris::Shape(n));  // symmetric
+  T *xs = nullptr, *residual = nullptr, *gamma = nullptr, *out = nullptr, *y = nullptr;
+  ASSERT_EQ(cudaMalloc(&xs, kPhases * bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&residual, kPhases * bytes), cudaSuccess);  // [phase]
+  ASSERT_EQ(cudaMalloc(&gamma, kPhases * c.hidden * sizeof(T)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&out, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&y, bytes), cudaSuccess);
+  for (int ph = 0; ph < kPhases; ++ph) {
+    cudaMemcpy(xs + ph * n, inputs[ph].x[me].data(), bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(residual + ph * n, inputs[ph].residual.data(), bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(gamma + ph * c.hidden, inputs[ph].gamma.data(), c.hidden * sizeof(T),
+               cudaMemcpyHostToDevice);
+  }
+  // In place, residual_out is the op's residual: a scratch copy refreshed before every run.
+  T* op_residual = c.in_place ? out : residual;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+
+  auto args_for = [&](int ph) {
+    AllReduceRmsNormArguments args;
+    args.tokens = c.tokens;
+    args.hidden = c.hidden;
+    args.type = dtype<T>();
+    args.x = x.data();
+    args.residual = c.in_place ? op_residual : residual + ph * n;
+    args.gamma = gamma + ph * c.hidden;
+    args.residual_out = out;
+    args.y = y;
+    args.eps = kEps;
+    args.team = c.team;
+    args.pattern = c.pattern;
+    args.max_blocks = c.max_blocks;
+    return args;
+  };
+  const auto status = AllReduceRmsNorm::can_implement(ctx, args_for(0));
+  ASSERT_TRUE(status) << status.message;
+  EXPECT_EQ(AllReduceRmsNorm::workspace_size(args_for(0)), 0u);
+  // One op per phase (their arguments differ in residual and gamma), made in the same order on
+  // every rank.
+  std::vector<AllReduceRmsNorm> ops;
+  ops.reserve(kPhases);
+  for (int ph = 0; ph < kPhases; ++ph) {
+    ops.emplace_back(ctx);
+    ops.back().initialize(args_for(ph));
+    EXPECT_NE(ops.back().pattern(), AllReduceNormPattern::kAuto);
+    EXPECT_GE(ops.back().blocks(), 1);
+    EXPECT_LE(ops.back().blocks(), std::min(c.tokens, 64));
+  }
+
+  // A sequence of runs, x (and in place, residual) refreshed on the stream before each and one
+  // rank late each time; every run's results are kept.
+  constexpr int kRuns = 6;
+  std::vector<T*> outs(kRuns), ys(kRuns);
+  for (int r = 0; r < kRuns; ++r) {
+    ASSERT_EQ(cudaMalloc(&outs[r], bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&ys[r], bytes), cudaSuccess);
+  }
+  for (int r = 0; r < kRuns; ++r) {
+    const int ph = r % kPhases;
+    if (me == r % team.size) delay<<<1, 1, 0, stream>>>(200000);
+    cudaMemcpyAsync(x.data(), xs + ph * n, bytes, cudaMemcpyDeviceToDevice, stream);
+    if (c.in_place)
+      cudaMemcpyAsync(op_residual, residual + ph * n, bytes, cudaMemcpyDeviceToDevice, stream);
+    ops[ph].run(stream);
+    cudaMemcpyAsync(outs[r], out, bytes, cudaMemcpyDeviceToDevice, stream);
+    cudaMemcpyAsync(ys[r], y, bytes, cudaMemcpyDeviceToDevice, stream);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ctx.check_device_errors();
+  std::vector<std::uint64_t> hashes(kPhases);
+  for (int r = 0; r < kRuns; ++r) {
+    const int ph = r % kPhases;
+    std::vector<T> got_out(n), got_y(n);
+    cudaMemcpy(got_out.data(), outs[r], bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(got_y.data(), ys[r], bytes, cudaMemcpyDeviceToHost);
+    const std::string when = "run " + std::to_string(r);
+    expect_close(got_out, got_y, want[ph], when);
+    const std::uint64_t h =
+        hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), bytes) * 31);
+    if (r < kPhases)
+      hashes[ph] = h;
+    else
+      EXPECT_EQ(h, hashes[ph]) << when << " differs in its bits from run " << ph;
+  }
+  for (int ph = 0; ph < kPhases; ++ph)
+    expect_same_as_team(ctx, team, hashes[ph], "phase " + std::to_string(ph));
+
+  // A CUDA graph of one run of phase 1, replayed many times after clearing the outputs: the
+  // same bits as the direct runs.
+  ctx.barrier();
+  cudaMemcpy(x.data(), xs + n, bytes, cudaMemcpyDeviceToDevice);
+  ASSERT_EQ(cudaMemset(out, 0, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(y, 0, bytes), cudaSuccess);
+  ctx.barrier();
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  if (c.in_place)
+    cudaMemcpyAsync(op_residual, residual + n, bytes, cudaMemcpyDeviceToDevice, stream);
+  ops[1].run(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  constexpr int kReplays = 25;
+  for (int r = 0; r < kReplays; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ctx.check_device_errors();
+  {
+    std::vector<T> got_out(n), got_y(n);
+    cudaMemcpy(got_out.data(), out, bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(got_y.data(), y, bytes, cudaMemcpyDeviceToHost);
+    expect_close(got_out, got_y, want[1], "after graph replays");
+    const std::uint64_t h =
+        hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), bytes) * 31);
+    EXPECT_EQ(h, hashes[1]) << "graph replays differ in their bits from the direct runs";
+  }
+
+  ctx.barrier();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  for (int r = 0; r < kRuns; ++r) {
+    cudaFree(outs[r]);
+    cudaFree(ys[r]);
+  }
+  cudaFree(xs);
+  cudaFree(residual);
+  cudaFree(gamma);
+  cudaFree(out);
+  cudaFree(y);
+}
+
+// Shapes: one decode token; a row per block with every thread busy; more rows than blocks with
+// rows that end mid-pass (1032 = 129 words of 8); an odd count.
+TEST(AllReduceRmsNorm, FusedBf16) {
+  run_case<__nv_bfloat16>({1, 4096, AllReduceNormPattern::kFused});
+  run_case<__nv_bfloat16>({8, 8192, AllReduceNormPattern::kFused});
+  run_case<__nv_bfloat16>({130, 1032, AllReduceNormPattern::kFused});
+}
+
+TEST(AllReduceRmsNorm, FusedFp16) {
+  run_case<__half>({33, 2056, AllReduceNormPattern::kFused});
+}
+
+TEST(AllReduceRmsNorm, FusedOneBlockManyRows) {
+  run_case<__nv_bfloat16>({20, 1032, AllReduceNormPattern::kFused, false, {0, 0, 1}, 1});
+}
+
+TEST(AllReduceRmsNorm, FusedInPlace) {
+  run_case<__nv_bfloat16>({16, 4096, AllReduceNormPattern::kFused, true});
+}
+
+TEST(AllReduceRmsNorm, BulkSynchronous) {
+  run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kBulkSynchronous});
+  run_case<__nv_bfloat16>({130, 1032, AllReduceNormPattern::kBulkSynchronous});
+  run_case<__half>({3, 2056, AllReduceNormPattern::kBulkSynchronous});
+  run_case<__nv_bfloat16>({16, 1032, AllReduceNormPattern::kBulkSynchronous, true});
+}
+
+TEST(AllReduceRmsNorm, AutoPicksAPattern) {
+  run_case<__nv_bfloat16>({4, 4096, AllReduceNormPattern::kAuto});
+}
+
+// Tensor-parallel groups inside the world: pairs of neighbours, and (at 4 ranks and more) the
+// even and the odd ranks. Each group has its own inputs.
+TEST(AllReduceRmsNorm, Teams) {
+  iris::Context& ctx = context();
+  const int world = ctx.world_size();
+  if (world < 4) GTEST_SKIP() << "teams smaller than the world need 4 ranks or more";
+  const iris::team pair{2 * (ctx.rank() / 2), 2, 1};
+  run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kFused, false, pair});
+  run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kBulkSynchronous, false, pair});
+  const iris::team parity{ctx.rank() % 2, world / 2, 2};
+  run_case<__nv_bfloat16>({24, 2048, AllReduceNormPattern::kFused, false, parity});
+}
+
+// What only a Context can check: x off the heap, a team without this rank.
+TEST(AllReduceRmsNorm, RefusesWhatPeersCannotRead) {
+  iris::Context& ctx = context();
+  const int tokens = 4, hidden = 1024;
+  const std::size_t bytes = std::size_t(tokens) * hidden * 2;
+  auto x = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(tokens) * hidden));
+  void *local = nullptr, *out = nullptr, *y = nullptr;
+  ASSERT_EQ(cudaMalloc(&local, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&out, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&y, bytes), cudaSuccess);
+  AllReduceRmsNormArguments args;
+  args.tokens = tokens;
+  args.hidden = hidden;
+  args.x = x.data();
+  args.residual = local;
+  args.gamma = local;
+  args.residual_out = out;
+  args.y = y;
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(ctx, args))
+      << AllReduceRmsNorm::can_implement(ctx, args).message;
+  auto bad = args;
+  bad.x = local;
+  auto status = AllReduceRmsNorm::can_implement(ctx, bad);
+  EXPECT_FALSE(status);
+  EXPECT_NE(status.message.find("symmetric"), std::string::npos) << status.message;
+  AllReduceRmsNorm op(ctx);
+  EXPECT_THROW(op.initialize(bad), iris::Error);  // refused before any collective step
+  bad = args;
+  bad.team = iris::team{(ctx.rank() + 1) % ctx.world_size(), 1, 1};
+  status = AllReduceRmsNorm::can_implement(ctx, bad);
+  EXPECT_FALSE(status);
+  EXPECT_NE(status.message.find("not a member"), std::string::npos) << status.message;
+  bad.team = iris::team{0, ctx.world_size() + 1, 1};
+  status = AllReduceRmsNorm::can_implement(ctx, bad);
+  EXPECT_FALSE(status);
+  EXPECT_NE(status.message.find("does not fit"), std::string::npos) << status.message;
+  EXPECT_THROW(op.run(), iris::Error);  // never initialized
+  cudaFree(local);
+  cudaFree(out);
+  cudaFree(y);
+  ctx.barrier();
+}
+
+}  // namespace
