@@ -315,7 +315,7 @@ TEST(GemmReduceScatter, CanImplementRefusesWhatItCannotRun) {
   args.m = 128 * world;
   args.team = iris::team{ctx.rank() == 0 ? 1 : 0, 1, 1};  // a team without this rank
   EXPECT_THAT(Op::can_implement(ctx, args).message, testing::HasSubstr("not a member"));
-  args.team = {};
+  args.team = iris::team{0, 0, 1};  // size 0: the world
   args.reduce_blocks = -1;
   EXPECT_THAT(Op::can_implement(ctx, args).message, testing::HasSubstr("reduce_blocks"));
   args.reduce_blocks = 0;
