@@ -15,9 +15,16 @@
 
 namespace iris::ops::detail {
 
-/// Where the tile-store epilogue (tile_epilogue.hpp) sends each finished tile: to every member
-/// of `receivers` (translated once per tile), then it adds 1 to each receiver's copy of the
-/// tile's flag, flags[flag_offset + tile_m * tiles_n + tile_n], with release at system scope.
+/// Where the tile-store epilogue (tile_epilogue.hpp) sends each finished tile. Two routes, chosen
+/// at run time (the kernel is the same):
+///   owner_rows == 0 (all-scatter): to every member of `receivers`, at the tile's own place in D
+///     (translated once per receiver), then 1 is added to each receiver's copy of the tile's flag,
+///     flags[flag_offset + tile_m * tiles_n + tile_n], with release at system scope;
+///   owner_rows > 0 (reduce-scatter): rows [q * owner_rows, (q + 1) * owner_rows) of D belong to
+///     receiver q, and owner_rows is a multiple of the tile's rows, so a tile has one owner. The
+///     tile goes only to its owner, at row (m0 - q * owner_rows) of D + slot_offset there (the
+///     sender's slot of the owner's workspace), and raises the owner's flag
+///     flags[flag_offset + local_tile_m * tiles_n + tile_n] (local_tile_m counted in the block).
 struct TileStore {
   iris::device::Context ctx{};
   iris::team receivers{};
@@ -28,6 +35,10 @@ struct TileStore {
   int first_receiver = 0;
   /// Per-tile events (gemm_tile, store, signal) when tracing is on.
   TraceBuffer trace{};
+  /// The reduce-scatter route (see above); 0: every tile to every receiver.
+  int owner_rows = 0;
+  /// Elements from D to the sender's slot on the owner (reduce-scatter route only).
+  std::int64_t slot_offset = 0;
 };
 
 class GemmRunner {
@@ -49,7 +60,7 @@ class GemmRunner {
 std::unique_ptr<GemmRunner> make_gemm_bf16_bf16();
 std::unique_ptr<GemmRunner> make_gemm_f16_f16();
 std::unique_ptr<GemmRunner> make_gemm_bf16_f32();
-/// bf16 -> bf16 with the tile-store epilogue (GEMM + all-scatter, producer-consumer).
+/// bf16 -> bf16 with the tile-store epilogue (GEMM + all-scatter, GEMM + reduce-scatter).
 std::unique_ptr<GemmRunner> make_tile_store_gemm_bf16();
 
 /// The plain kernel for these types, or null when none is compiled.

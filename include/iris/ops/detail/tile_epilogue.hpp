@@ -12,6 +12,9 @@
 //   3. after the last pass: sync, and one thread adds 1 to every receiver's copy of the tile's
 //      flag with release at system scope (the put + signal_add completion protocol).
 // A receiver that acquires flag >= runs sees the whole tile.
+// The route (TileStore, a run-time parameter of the one kernel): every tile to every receiver
+// (all-scatter), or each tile only to the owner of its rows, into the sender's slot there
+// (reduce-scatter).
 #pragma once
 
 #include <cuda/std/utility>
@@ -136,7 +139,19 @@ class TileStoreEpilogue {
     // D and has no flag. All 256 threads take this branch together.
     if (rows <= 0 || cols <= 0) return;
     const int tiles_n = (n + kBlockN - 1) / kBlockN;
-    const int tile = tile_m * tiles_n + tile_n;
+    const int tile = tile_m * tiles_n + tile_n;  // in the whole of D (trace events)
+    // The route (TileStore): receivers j = 1..count are team indices (first + j) % size; the
+    // tile's corner in D and its flag's index.
+    int first = store.first_receiver, count = store.receivers.size, flag_tile = tile;
+    std::int64_t corner = static_cast<std::int64_t>(m0) * params_.ldd + n0;
+    if (store.owner_rows > 0) {  // reduce-scatter: only to the owner of the tile's rows
+      const int owner = m0 / store.owner_rows;
+      const int local_m0 = m0 - owner * store.owner_rows;
+      first = owner + store.receivers.size - 1;
+      count = 1;
+      flag_tile = (local_m0 / kBlockM) * tiles_n + tile_n;
+      corner = store.slot_offset + static_cast<std::int64_t>(local_m0) * params_.ldd + n0;
+    }
     const bool tracing = store.trace.events != nullptr && group.thread_rank() == 0;
     const std::uint64_t epilogue_start = tracing ? trace_clock() : 0;
     if (tracing)
@@ -150,7 +165,7 @@ class TileStoreEpilogue {
                   "one coordinate per accumulator");
     ElementD* staged = reinterpret_cast<SharedStorage*>(smem)->tile;
     cutlass::NumericConverter<ElementD, float> convert;
-    ElementD* tile_d = params_.d + static_cast<std::int64_t>(m0) * params_.ldd + n0;
+    ElementD* tile_d = params_.d + corner;
 
     // Each thread moves kUnits 16-byte units per pass: all loaded from shared memory first, then
     // stored to every receiver, so a thread keeps kUnits stores in flight per receiver.
@@ -188,9 +203,8 @@ class TileStoreEpilogue {
       }
       group.sync();  // shared memory is free for the next pass while the stores drain
       // Communication: translate the tile once per receiver, then plain 16-byte stores.
-      for (int j = 1; j <= store.receivers.size; ++j) {
-        const int to =
-            store.receivers.world_rank((store.first_receiver + j) % store.receivers.size);
+      for (int j = 1; j <= count; ++j) {
+        const int to = store.receivers.world_rank((first + j) % store.receivers.size);
         ElementD* peer = store.ctx.translate(tile_d + c0, to);
         CUTLASS_PRAGMA_UNROLL
         for (int u = 0; u < kUnits; ++u)
@@ -201,10 +215,10 @@ class TileStoreEpilogue {
       group.sync();  // every member's stores precede the leader's release
       if (group.thread_rank() == 0) {
         const std::uint64_t stored = tracing ? trace_clock() : 0;
-        std::uint64_t* flag = store.flags + store.flag_offset + tile;
-        for (int j = 0; j < store.receivers.size; ++j)
+        std::uint64_t* flag = store.flags + store.flag_offset + flag_tile;
+        for (int j = 1; j <= count; ++j)
           iris::device::signal_add(store.ctx, flag, std::uint64_t{1},
-                                   store.receivers.world_rank(j));
+                                   store.receivers.world_rank((first + j) % store.receivers.size));
         if (tracing) {
           const std::uint64_t signalled = trace_clock();
           trace_record(store.trace, TraceKind::kStore, store.ctx.rank(), tile, epilogue_start,

@@ -1,0 +1,131 @@
+// iris::ops::GemmReduceScatter: the row-parallel layer. Every rank of a team holds one K shard of
+// the operands, the product is the sum of the ranks' partial products, and every rank ends with
+// its block of rows of that sum.
+//
+//   rank r holds A_r (M x K_r, its columns of A) and B_r (N x K_r, its columns of the weights);
+//   C = sum over members q of A_q * B_q^T (M x N); member r ends with rows
+//   [r * M / W, (r + 1) * M / W) of C in its c (W = team.size; M % W == 0).
+//
+//   auto c = ctx.zeros<__nv_bfloat16>({m / world * n});               // symmetric
+//   iris::ops::GemmReduceScatter op(ctx);
+//   op.initialize({.m = m, .n = n, .k = k_r, .a = a_r, .b = b_r, .c = c.data()});  // collective
+//   op.run(stream);           // stream-ordered; when it completes here, c holds this rank's rows
+//
+// Patterns (ReduceScatterPattern), each also a numbered example (examples/14_*):
+//
+//   bulk-synchronous   GEMM of the partial product into a symmetric M x N buffer, then
+//                      iris::ccl reduce_scatter of its row blocks into c
+//   fused sequential   the GEMM's epilogue sends each finished partial tile to the owner of its
+//                      rows, into this rank's slot of the owner's workspace, and raises the
+//                      owner's flag for (tile, source); a reduction kernel on every rank waits
+//                      for each of its tiles from every member and adds them in team order
+//
+//          rank 0 (rows 0..M/2)           rank 1 (rows M/2..M)
+//        partial tile of rows 1  ----->  slot[0]        slot[q]: member q's partial rows,
+//        slot[1]  <-----  partial tile of rows 0        flags[q][tile] += 1 (release, system)
+//        c = slot[0] + slot[1]                          c = slot[0] + slot[1]
+//
+// Numbers: partial products are rounded to bf16 once (the GEMM's output type, as a GEMM followed
+// by a bf16 reduce-scatter does), the members' partials are added in fp32 in team order and
+// rounded once more, so every rank, run and pattern gets the same bits.
+//
+// Completion: when run() completes on `stream`, this rank's rows of C are in c. The fused
+// pattern's per-tile arrival flags (tile_flags()) count runs: after the k-th run on this rank
+// every flag is >= k. A run does not start sending before every owner has finished reading the
+// previous run's partials (each owner says so with a flag when its reduction ends), so runs may
+// follow each other, and graph replays of run(), without any host synchronisation.
+//
+// Contract: initialize() is collective over the world (same arguments and order on every member;
+// it allocates the workspace and flags from the symmetric heap, and the bulk-synchronous
+// pattern's iris::ccl::Communicator). run() is stream-ordered, makes no host synchronisation and
+// no allocation, and can be captured in a CUDA graph and replayed; every member must run it the
+// same number of times. Types: bf16 in, fp32 accumulate, bf16 out.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "iris/device/team.hpp"
+#include "iris/host/context.hpp"
+#include "iris/ops/gemm.hpp"
+#include "iris/ops/trace.hpp"
+
+namespace iris::ops {
+
+enum class ReduceScatterPattern {
+  kAuto,  ///< fused sequential when the row blocks are whole tiles, else bulk-synchronous
+  kBulkSynchronous,  ///< GEMM into a symmetric buffer, then iris::ccl reduce_scatter
+  kFusedSequential,  ///< the epilogue sends each tile to its rows' owner; a reduction kernel sums
+};
+
+/// "auto", "bulk_synchronous", "fused_sequential".
+std::string_view to_string(ReduceScatterPattern pattern) noexcept;
+
+struct GemmReduceScatterArguments {
+  int m = 0;  ///< rows of A_r and of C; a multiple of team.size
+  int n = 0;  ///< columns of C (rows of B_r)
+  int k = 0;  ///< this rank's K shard (columns of A_r and B_r): the same on every member
+  const void* a = nullptr;  ///< M x K_r bf16, row-major, any device memory of this rank
+  std::int64_t lda = 0;     ///< 0: k
+  const void* b = nullptr;  ///< N x K_r bf16, row-major
+  std::int64_t ldb = 0;     ///< 0: k
+  /// Symmetric (from ctx's heap): this rank's rows of C, (M / team.size) x N, row-major, packed.
+  void* c = nullptr;
+  iris::team team{0, 0, 1};  ///< who takes part; size 0 means the whole world
+  ReduceScatterPattern pattern = ReduceScatterPattern::kAuto;
+  /// Fused: blocks of the reduction kernel (0: twice the SMs with a GPU per rank; with ranks
+  /// sharing a GPU, 16 divided among them, so that the spinning reducers leave SMs for the
+  /// members' GEMMs).
+  int reduce_blocks = 0;
+  /// Tracing (iris/ops/trace.hpp): the fused GEMM's per-tile events (tile indices in the whole
+  /// of C); null: off. The bulk-synchronous GEMM records none.
+  Tracer* trace = nullptr;
+};
+
+namespace detail {
+struct ReduceScatterState;
+}
+
+class GemmReduceScatter {
+ public:
+  explicit GemmReduceScatter(Context& ctx);
+  ~GemmReduceScatter();
+  GemmReduceScatter(GemmReduceScatter&&) noexcept;
+  GemmReduceScatter& operator=(GemmReduceScatter&&) noexcept;
+
+  /// Whether `args` can run on `ctx`'s ranks; the message says why not. Local, no GPU needed.
+  static Status can_implement(const Context& ctx, const GemmReduceScatterArguments& args);
+
+  /// Device bytes initialize() needs as `workspace` (0: the op's symmetric workspace, M x N bf16
+  /// partials and the flags, comes from the heap in initialize()).
+  static std::size_t workspace_size(const GemmReduceScatterArguments& args);
+
+  /// Binds the arguments, resolves the pattern and allocates the symmetric workspace (zeroed).
+  /// Collective over the whole world of `ctx`. Throws iris::Error(kInvalidArgument) with
+  /// can_implement's sentence.
+  void initialize(const GemmReduceScatterArguments& args, void* workspace = nullptr,
+                  cudaStream_t stream = nullptr);
+
+  /// Enqueues the whole operation on `stream`.
+  void run(cudaStream_t stream = nullptr);
+
+  /// The pattern initialize() chose (never kAuto).
+  ReduceScatterPattern pattern() const;
+  /// Fused: this rank's arrival counters, tile (i, j) of its rows from member q at
+  /// tile_flags()[q * tiles_per_block() + i * tiles_n() + j]. Bulk-synchronous: never raised.
+  const std::uint64_t* tile_flags() const;
+  int tiles_per_block() const;
+  int tiles_n() const;
+  /// The CTA tile: rows and columns of C per flag.
+  int tile_m() const;
+  int tile_n() const;
+
+ private:
+  std::unique_ptr<detail::ReduceScatterState> state_;
+};
+
+}  // namespace iris::ops
