@@ -59,6 +59,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE uint4 reduce_vector(const uint4 (&v)[Members], i
 template <int Vectors, int Members, class T>
 IRIS_DEVICE_FN void reduce_vectors(const device::Communicator& comm, uint4* d, bool to_all,
                                    const uint4* s, std::size_t vectors, ReduceOp op) {
+  if (vectors == 0) return;  // (the range checks below would see an empty range)
   const int members = comm.team.size;
   const auto& ctx = comm.ctx;
   const uint4* from[Members];
