@@ -345,7 +345,12 @@ int main(int argc, char** argv) {
     if (!only.empty() &&
         only.find(std::string(iris::ccl::to_string(k.collective))) == std::string::npos)
       continue;
-    for (int blocks = 1; blocks <= comm.max_blocks(); blocks *= 2) {
+    // Powers of two up to the collective's default budget, and the budget itself.
+    const int budget = comm.max_blocks(k.collective);
+    std::vector<int> counts;
+    for (int b = 1; b < budget; b *= 2) counts.push_back(b);
+    counts.push_back(budget);
+    for (int blocks : counts) {
       if (leader)
         std::fprintf(stderr, "[ccl_bench] SM budget %s %d blocks\n",
                      std::string(iris::ccl::to_string(k.collective)).c_str(), blocks);
@@ -367,9 +372,11 @@ int main(int argc, char** argv) {
   }
 
   if (leader) {
-    const std::string note = "ranks " + std::to_string(n) +
-                             (one_gpu ? " sharing one GPU" : " on separate GPUs") + ", SM budget " +
-                             std::to_string(comm.max_blocks()) + " blocks; " + nccl_note;
+    const std::string note =
+        "ranks " + std::to_string(n) + (one_gpu ? " sharing one GPU" : " on separate GPUs") +
+        ", SM budget " + std::to_string(comm.max_blocks(Collective::kAllReduce)) +
+        " blocks (reducing), " + std::to_string(comm.max_blocks(Collective::kAllGather)) +
+        " (moving); " + nccl_note;
     iris::bench::report("ccl_bench: collectives (" + std::to_string(n) + " ranks)", rows, json,
                         note);
     iris::bench::report("ccl_bench: cudaMemcpy D2D ceiling (read + write bytes)", ceiling,

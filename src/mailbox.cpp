@@ -133,6 +133,12 @@ std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
     case ErrorKind::kBadChannel:
       return who + ": channel " + std::to_string(m.observed) + " is not below the " +
              std::to_string(m.expected) + " channels the barrier object has" + where;
+    case ErrorKind::kArgumentMismatch:
+      return who + " differs across the team: " + std::to_string(m.expected) + " here, " +
+             std::to_string(m.observed) + " on rank " + std::to_string(m.target_rank) +
+             " (every member must make the same collective call: the same count, type, op, "
+             "root and in-place-ness)" +
+             where;
     case ErrorKind::kNone:
       break;
   }

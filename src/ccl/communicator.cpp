@@ -32,8 +32,14 @@ struct PeerInfo {
   std::uint64_t host;
   char pci_bus[32];
   std::int32_t multiprocessors;
-  std::int32_t max_blocks;  ///< the rank's CommunicatorOptions::max_blocks (0: default)
+  std::int32_t max_blocks;       ///< the rank's CommunicatorOptions::max_blocks (0: default)
+  std::int32_t resident_reduce;  ///< blocks of the reducing kernels one SM holds at once
+  std::int32_t resident_move;    ///< the same for the movement kernel
 };
+
+bool reduces(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+}
 
 std::uint64_t host_hash() {
   char name[256] = {};
@@ -71,7 +77,8 @@ struct Communicator::State {
   int index = 0;
   CommunicatorOptions options;
   void* workspace = nullptr;
-  int max_blocks = 1;
+  int max_blocks = 1;       ///< SM budget of the reducing collectives
+  int move_max_blocks = 1;  ///< SM budget of the others
   TuningTable table;
   ForcedAlgorithms forced{};
   detail::HeapRange heap;
@@ -138,7 +145,7 @@ struct Communicator::State {
       }
       if (plan.algorithm == Algorithm::kAuto) plan.algorithm = fallback(c, bytes, in_place);
     }
-    if (blocks <= 0 || blocks > kMaxChannels) blocks = max_blocks;
+    if (blocks <= 0 || blocks > kMaxChannels) blocks = reduces(c) ? max_blocks : move_max_blocks;
     if (plan.chunk == 0)
       plan.chunk =
           plan.algorithm == Algorithm::kOneShot ? kDefaultPacketChunkBytes : kDefaultChunkBytes;
@@ -161,6 +168,11 @@ struct Communicator::State {
     int blocks = params.kind == detail::MoveKind::kAllToAllv
                      ? plan.blocks
                      : static_cast<int>(std::max<std::size_t>(1, ceil_div(params.bytes, tile)));
+    if (params.kind == detail::MoveKind::kAllGather2d) {
+      // Whole rows per block.
+      params.tile = ceil_div(params.rows, std::min<std::size_t>(plan.blocks, params.rows));
+      blocks = static_cast<int>(ceil_div(params.rows, params.tile));
+    }
     // A send only announces its buffer and waits: one block serves every channel the
     // receiver's grid uses.
     if (params.kind == detail::MoveKind::kSend) blocks = 1;
@@ -194,8 +206,10 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   s.index = team.index_of(ctx.rank());
   s.options = options;
 
-  // The SM budget: the GPU's multiprocessors shared among the ranks on it, the smallest
-  // across the team (every member must launch the same grids).
+  // The SM budget, per kind of kernel: half the blocks of that kernel the GPU holds at once
+  // (so that any two of the collectives' kernels are resident together: a send with its recv,
+  // or calls of two communicators), shared among the ranks on the GPU, the smallest across the
+  // team (every member must launch the same grids).
   IRIS_CUDA_CHECK(cudaSetDevice(ctx.cuda_device()));
   PeerInfo mine{};
   mine.host = host_hash();
@@ -203,19 +217,26 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   IRIS_CUDA_CHECK(cudaDeviceGetAttribute(&mine.multiprocessors, cudaDevAttrMultiProcessorCount,
                                          ctx.cuda_device()));
   mine.max_blocks = options.max_blocks;
+  mine.resident_reduce = detail::resident_reduce_blocks(options.threads);
+  mine.resident_move = detail::resident_move_blocks(options.threads);
   std::vector<PeerInfo> all(ctx.world_size());
   ctx.bootstrap().allgather(&mine, all.data(), sizeof(PeerInfo));
-  int budget = kMaxChannels;
+  int reduce_budget = kMaxChannels, move_budget = kMaxChannels;
   for (int k = 0; k < team.size; ++k) {
     const PeerInfo& p = all[team.world_rank(k)];
     int sharing = 0;
     for (const PeerInfo& q : all)
       sharing += q.host == p.host && std::strncmp(q.pci_bus, p.pci_bus, sizeof(p.pci_bus)) == 0;
-    const int own =
-        p.max_blocks > 0 ? p.max_blocks : std::max(1, p.multiprocessors / std::max(1, sharing));
-    budget = std::min(budget, own);
+    sharing = std::max(1, sharing);
+    const auto own = [&](int resident) {
+      if (p.max_blocks > 0) return p.max_blocks;
+      return std::max(1, p.multiprocessors * std::max(1, resident) / 2 / sharing);
+    };
+    reduce_budget = std::min(reduce_budget, own(p.resident_reduce));
+    move_budget = std::min(move_budget, own(p.resident_move));
   }
-  s.max_blocks = std::max(1, budget);
+  s.max_blocks = std::max(1, reduce_budget);
+  s.move_max_blocks = std::max(1, move_budget);
 
   if (auto path = env::get(kTuningEnv)) {
     s.table = TuningTable::from_file(*path);
@@ -268,7 +289,10 @@ int Communicator::size() const {
   return state_->team.size;
 }
 int Communicator::max_blocks() const {
-  return state_->max_blocks;
+  return std::min(state_->max_blocks, state_->move_max_blocks);
+}
+int Communicator::max_blocks(Collective collective) const {
+  return reduces(collective) ? state_->max_blocks : state_->move_max_blocks;
 }
 std::size_t Communicator::one_shot_capacity() const {
   return state_->one_shot_capacity();
@@ -413,6 +437,48 @@ void Communicator::all_gather_bytes(void* dst, const void* src, std::size_t byte
   p.dst = static_cast<std::byte*>(dst);
   p.src = static_cast<const std::byte*>(src);
   p.bytes = bytes;
+  s.move(p, plan, stream);
+}
+
+void Communicator::all_gather_2d_bytes(void* dst, std::size_t dst_pitch, const void* src,
+                                       std::size_t src_pitch, std::size_t rows,
+                                       std::size_t row_bytes, cudaStream_t stream,
+                                       const Options& options) {
+  const State& s = *state_;
+  constexpr const char* kCall = "all_gather_2d";
+  if (rows == 0 || row_bytes == 0) return;
+  const std::size_t dst_row = detail::checked_product(row_bytes, s.team.size, kCall);
+  if (dst_pitch < dst_row)
+    throw Error(Errc::kInvalidArgument,
+                "iris::ccl::all_gather_2d: dst_pitch " + std::to_string(dst_pitch) +
+                    " is less than size() * row_bytes = " + std::to_string(dst_row));
+  const bool in_place =
+      src == static_cast<const std::byte*>(dst) + s.index * row_bytes && src_pitch == dst_pitch;
+  if (!in_place && src_pitch < row_bytes)
+    throw Error(Errc::kInvalidArgument,
+                "iris::ccl::all_gather_2d: src_pitch " + std::to_string(src_pitch) +
+                    " is less than row_bytes = " + std::to_string(row_bytes));
+  // rows * pitch does not overflow, so neither do the spans (pitch >= the row's bytes).
+  detail::checked_product(rows, dst_pitch, kCall);
+  detail::checked_product(rows, std::max(src_pitch, row_bytes), kCall);
+  const std::size_t dst_span = (rows - 1) * dst_pitch + dst_row;
+  const std::size_t src_span = (rows - 1) * src_pitch + row_bytes;
+  s.heap_check(dst, dst_span, kCall, "dst");
+  s.heap_check(src, src_span, kCall, "src");
+  if (!in_place)
+    detail::check_aliasing(dst, dst_span, src, src_span, false, kCall, "dst", "src",
+                           "in place means src == dst + index() * row_bytes with src_pitch == "
+                           "dst_pitch");
+  const Plan plan = s.plan(Collective::kAllGather, detail::checked_product(rows, row_bytes, kCall),
+                           options, in_place, kCall);
+  detail::MoveParams p{};
+  p.kind = detail::MoveKind::kAllGather2d;
+  p.dst = static_cast<std::byte*>(dst);
+  p.src = static_cast<const std::byte*>(src);
+  p.bytes = row_bytes;
+  p.rows = rows;
+  p.dst_pitch = dst_pitch;
+  p.src_pitch = src_pitch;
   s.move(p, plan, stream);
 }
 

@@ -48,6 +48,7 @@ enum class MoveKind : int {
   kSend,
   kRecv,
   kBarrier,
+  kAllGather2d,
 };
 
 struct MoveParams {
@@ -64,6 +65,9 @@ struct MoveParams {
   const std::int64_t* send_counts;
   const std::int64_t* send_offsets;
   std::size_t element_bytes;
+  std::size_t rows;       ///< all_gather_2d: rows of a part (`bytes` is then bytes per row);
+  std::size_t dst_pitch;  ///< bytes between dst's rows
+  std::size_t src_pitch;  ///< bytes between src's rows
 };
 
 void launch_reduce(const ReduceParams& params, DataType type, int blocks, int threads,
@@ -71,5 +75,10 @@ void launch_reduce(const ReduceParams& params, DataType type, int blocks, int th
 void launch_all_reduce_packets(const PacketParams& params, DataType type, int blocks, int threads,
                                cudaStream_t stream);
 void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t stream);
+
+/// Blocks of `threads` threads of the reducing (movement) kernels that one multiprocessor holds
+/// at once, the smallest over the element types: what the SM budget is sized by.
+int resident_reduce_blocks(int threads);
+int resident_move_blocks(int threads);
 
 }  // namespace iris::ccl::detail

@@ -3,6 +3,7 @@
 // slice c of every part it handles and meets block c of the other members before (their
 // buffers are ready) and after (everyone is done with them).
 #include "ccl/launch.hpp"
+#include "iris/ccl/detail/args.hpp"
 #include "iris/ccl/detail/device_impl.hpp"
 #include "iris/host/error.hpp"
 
@@ -36,12 +37,32 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::size_t even_tile(std::size_t bytes) {
 __device__ const char* const kEntryNames[] = {
     "ccl all_gather(pull) entry", "ccl all_gather(push) entry", "ccl all_to_all entry",
     "ccl all_to_allv entry", "ccl broadcast entry", "ccl gather entry", "ccl scatter entry",
-    "ccl send", "ccl recv", "ccl barrier"};
+    "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d entry"};
 __device__ const char* const kExitNames[] = {
     "ccl all_gather(pull) exit", "ccl all_gather(push) exit", "ccl all_to_all exit",
     "ccl all_to_allv exit", "ccl broadcast exit", "ccl gather exit", "ccl scatter exit",
-    "ccl send", "ccl recv", "ccl barrier"};
+    "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d exit"};
+__device__ const char* const kCallNames[] = {
+    "ccl all_gather", "ccl all_gather", "ccl all_to_all", "ccl all_to_allv", "ccl broadcast",
+    "ccl gather", "ccl scatter", "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d"};
 // clang-format on
+
+/// Whether the call is in place, as each collective defines it (scatter: on the root only, so
+/// not compared).
+IRIS_DEVICE_FN IRIS_FORCEINLINE bool in_place_call(const MoveParams& p, int me) {
+  switch (p.kind) {
+    case MoveKind::kAllGatherPull:
+    case MoveKind::kAllGatherPush:
+    case MoveKind::kGather:
+      return p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
+    case MoveKind::kBroadcast:
+      return p.dst == p.src;
+    case MoveKind::kAllGather2d:
+      return p.src == p.dst + static_cast<std::size_t>(me) * p.bytes && p.src_pitch == p.dst_pitch;
+    default:
+      return false;
+  }
+}
 
 __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant__ MoveParams p) {
   const device::Communicator& comm = p.comm;
@@ -92,6 +113,21 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
   }
 
   const std::uint64_t epoch = device::begin(comm);
+  const auto kind = static_cast<int>(p.kind);
+  const bool rooted =
+      p.kind == MoveKind::kBroadcast || p.kind == MoveKind::kGather || p.kind == MoveKind::kScatter;
+  check_args(comm, epoch,
+             {.code = static_cast<std::uint32_t>(kind),
+              .count = p.kind == MoveKind::kAllToAllv     ? p.element_bytes
+                       : p.kind == MoveKind::kAllGather2d ? p.rows * p.bytes
+                                                          : p.bytes,
+              .count_name = "bytes",
+              .type = 0,
+              .op = 0,
+              .root = rooted ? static_cast<std::uint32_t>(p.root) : 0u,
+              .in_place = in_place_call(p, me),
+              .name = kCallNames[kind]},
+             kEntryNames[kind]);
   const std::uint64_t entry = exchange_value(epoch, 0);
   team_exchange(comm, channel, entry, kEntryNames[static_cast<int>(p.kind)]);
   const Slice s = slice_of(p.bytes, p.tile, c);
@@ -163,6 +199,24 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
         get(block, ctx, p.dst + s.first, in + s.first, s.n, comm.world_rank(p.root));
       break;
     }
+    case MoveKind::kAllGather2d: {
+      // Block c takes rows [c * tile, (c + 1) * tile) of every member's block. In place (on
+      // every member), member k's block is already at dst + k * bytes there.
+      using iris::device::tile_view;
+      const std::size_t r0 = static_cast<std::size_t>(c) * p.tile;
+      const std::size_t rows = r0 < p.rows ? (p.rows - r0 < p.tile ? p.rows - r0 : p.tile) : 0;
+      const bool in_place = in_place_call(p, me);
+      for (int j = 0; j < members && rows > 0; ++j) {
+        const int k = (me + j) % members;
+        if (in_place && k == me) continue;
+        std::byte* out = p.dst + r0 * p.dst_pitch + static_cast<std::size_t>(k) * p.bytes;
+        const std::byte* in = in_place ? out : p.src + r0 * p.src_pitch;
+        get(block, ctx, tile_view<std::byte>{out, rows, p.bytes, p.dst_pitch},
+            tile_view<const std::byte>{in, rows, p.bytes, in_place ? p.dst_pitch : p.src_pitch},
+            comm.world_rank(k));
+      }
+      break;
+    }
     case MoveKind::kBarrier:
     case MoveKind::kSend:
     case MoveKind::kRecv:
@@ -178,6 +232,13 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
 void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t stream) {
   move_kernel<<<blocks, threads, 0, stream>>>(params);
   IRIS_CUDA_CHECK(cudaGetLastError());
+}
+
+int resident_move_blocks(int threads) {
+  int n = 0;
+  IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &n, reinterpret_cast<const void*>(&move_kernel), threads, 0));
+  return n;
 }
 
 }  // namespace iris::ccl::detail

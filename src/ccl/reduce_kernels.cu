@@ -1,6 +1,9 @@
 // The reducing collectives' kernels: all_reduce (one-shot packets, one-shot pull, two-shot),
 // reduce_scatter and reduce. One kernel per element type; the operator is chosen at run time.
+#include <algorithm>
+
 #include "ccl/launch.hpp"
+#include "iris/ccl/detail/args.hpp"
 #include "iris/ccl/detail/device_impl.hpp"
 #include "iris/device/packet.hpp"
 #include "iris/host/error.hpp"
@@ -11,6 +14,33 @@ namespace {
 
 static_assert(sizeof(iris::device::packet) == kPacketBytes &&
               iris::device::kPacketPayloadBytes == kPacketPayload);
+
+/// The DataType of T, + 1 (the argument check's type code).
+template <class T>
+constexpr std::uint32_t type_code() {
+  if constexpr (std::is_same_v<T, float>) return 1 + static_cast<std::uint32_t>(DataType::kFloat32);
+  if constexpr (std::is_same_v<T, __half>)
+    return 1 + static_cast<std::uint32_t>(DataType::kFloat16);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return 1 + static_cast<std::uint32_t>(DataType::kBFloat16);
+  if constexpr (std::is_same_v<T, std::int32_t>)
+    return 1 + static_cast<std::uint32_t>(DataType::kInt32);
+  if constexpr (std::is_same_v<T, std::int64_t>)
+    return 1 + static_cast<std::uint32_t>(DataType::kInt64);
+  return 1 + static_cast<std::uint32_t>(DataType::kUInt8);
+}
+
+/// Argument-check codes of the reducing kernels (the movement kernel's are its MoveKind).
+constexpr std::uint32_t kReduceCodes = 16;
+constexpr std::uint32_t kPacketCode = 32;
+
+// clang-format off
+__device__ const char* const kReduceNames[] = {"ccl all_reduce", "ccl all_reduce",
+                                               "ccl reduce_scatter", "ccl reduce"};
+__device__ const char* const kReduceEntryNames[] = {
+    "ccl all_reduce (entry)", "ccl all_reduce (entry)", "ccl reduce_scatter (entry)",
+    "ccl reduce (entry)"};
+// clang-format on
 
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads)
@@ -23,6 +53,22 @@ __global__ void __launch_bounds__(kMaxThreads)
   const std::size_t n = last > first ? last - first : 0;
   T* dst = static_cast<T*>(p.dst);
   const T* src = static_cast<const T*>(p.src);
+  const auto kind = static_cast<int>(p.kind);
+  // In place as each call defines it (reduce: the root's dst only matters, so not compared).
+  const bool in_place =
+      p.kind == ReduceKind::kReduceScatter
+          ? dst == src + static_cast<std::size_t>(comm.index) * p.count
+          : (p.kind != ReduceKind::kReduce && static_cast<const void*>(dst) == src);
+  check_args(comm, epoch,
+             {.code = kReduceCodes + static_cast<std::uint32_t>(kind),
+              .count = p.count,
+              .count_name = "count",
+              .type = type_code<T>(),
+              .op = 1 + static_cast<std::uint32_t>(p.op),
+              .root = p.kind == ReduceKind::kReduce ? static_cast<std::uint32_t>(p.root) : 0u,
+              .in_place = in_place,
+              .name = kReduceNames[kind]},
+             kReduceEntryNames[kind]);
   const device::Round round{epoch, channel, 0};
   switch (p.kind) {
     case ReduceKind::kAllReducePull:
@@ -78,6 +124,16 @@ __global__ void __launch_bounds__(kMaxThreads)
   };
   const auto* src = static_cast<const std::byte*>(p.src);
   auto* dst = static_cast<std::byte*>(p.dst);
+  check_args(comm, epoch,
+             {.code = kPacketCode,
+              .count = p.count,
+              .count_name = "count",
+              .type = type_code<T>(),
+              .op = 1 + static_cast<std::uint32_t>(p.op),
+              .root = 0,
+              .in_place = p.dst == p.src,
+              .name = "ccl all_reduce"},
+             "ccl all_reduce (packets)");
   for (std::size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
     const std::uint64_t word = iris::device::detail::gather_word(src, i * 8, bytes);
     for (int j = 1; j < members; ++j) {
@@ -142,6 +198,23 @@ void launch_all_reduce_packets(const PacketParams& params, DataType type, int bl
     all_reduce_packets_kernel<decltype(t)><<<blocks, threads, 0, stream>>>(params);
   });
   IRIS_CUDA_CHECK(cudaGetLastError());
+}
+
+int resident_reduce_blocks(int threads) {
+  int fewest = 1 << 30;
+  auto count = [&](const void* kernel) {
+    int n = 0;
+    IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
+    fewest = std::min(fewest, n);
+  };
+  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
+                        DataType::kInt32, DataType::kInt64, DataType::kUInt8}) {
+    with_type(type, [&](auto t) {
+      count(reinterpret_cast<const void*>(&reduce_kernel<decltype(t)>));
+      count(reinterpret_cast<const void*>(&all_reduce_packets_kernel<decltype(t)>));
+    });
+  }
+  return fewest;
 }
 
 }  // namespace iris::ccl::detail

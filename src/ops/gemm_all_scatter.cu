@@ -1,5 +1,5 @@
-// iris::ops::GemmAllScatter: the host op, the tile-pushing kernel shared by the bulk-synchronous
-// all-gather and the producer-consumer communication kernel, and the completion wait.
+// iris::ops::GemmAllScatter: the host op, the tile-pushing kernel of the producer-consumer
+// communication kernel, the completion wait, and the bulk-synchronous all-gather (iris::ccl's).
 #include "iris/ops/gemm_all_scatter.hpp"
 
 #include <cuda_bf16.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "iris/ccl.hpp"
 #include "iris/device/rma.hpp"
 #include "iris/device/signal.hpp"
 #include "iris/host/error.hpp"
@@ -93,14 +94,27 @@ __global__ void wait_for_tiles(const __grid_constant__ iris::device::Context ctx
   if (threadIdx.x == 0) *runs = target;
 }
 
-/// The all-gather step of the bulk-synchronous pattern, isolated so that it can become
-/// iris::ccl::all_gather (over column blocks of C) without touching the rest of the op.
-void all_gather_blocks(const iris::device::Context& ctx, const iris::team& team, int me,
-                       const TileGrid& grid, std::uint64_t* arrivals, int sms,
-                       const TraceBuffer& trace, cudaStream_t stream) {
-  const int blocks = std::min(grid.tiles, 4 * sms);
-  push_tiles<<<blocks, kPushThreads, 0, stream>>>(ctx, team, me, grid, arrivals, nullptr, trace);
-  IRIS_CUDA_CHECK(cudaGetLastError());
+/// The all-gather step of the bulk-synchronous pattern: iris::ccl's 2-D all_gather of the
+/// members' column blocks of C, in place (each member's GEMM wrote its own block).
+void all_gather_blocks(iris::ccl::Communicator& comm, int me, const TileGrid& grid,
+                       cudaStream_t stream) {
+  const auto ldc = static_cast<std::size_t>(grid.ldc);
+  comm.all_gather_2d(grid.c, ldc, grid.c + static_cast<std::int64_t>(me) * grid.n, ldc,
+                     static_cast<std::size_t>(grid.m), static_cast<std::size_t>(grid.n), stream);
+}
+
+/// Bulk-synchronous completion: the all-gather ended before this kernel (stream order), so all
+/// of C is here. Raises every arrival flag to this run's number, kept in `runs` (this rank's own
+/// counter), as the per-tile patterns' pushes do.
+__global__ void mark_arrived(const __grid_constant__ iris::device::Context ctx,
+                             std::uint64_t* arrivals, int count, std::uint64_t* runs) {
+  __shared__ std::uint64_t target;
+  if (threadIdx.x == 0) target = *runs + 1;
+  __syncthreads();
+  for (int i = threadIdx.x; i < count; i += blockDim.x)
+    iris::device::signal_set(ctx, arrivals + i, target, ctx.rank());
+  __syncthreads();
+  if (threadIdx.x == 0) *runs = target;
 }
 
 struct AllScatterState {
@@ -110,6 +124,7 @@ struct AllScatterState {
   int me = 0;
   AllScatterPattern pattern = AllScatterPattern::kAuto;
   std::unique_ptr<GemmRunner> gemm;
+  std::unique_ptr<iris::ccl::Communicator> comm;  // bulk-synchronous: the team's all-gather
   TileGrid grid{};
   // [arrivals: team.size * tiles][ready: tiles][runs: 1]
   Buffer<std::uint64_t> flags;
@@ -234,6 +249,14 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
 
   GemmArguments gemm_args = g;
   if (s.pattern == AllScatterPattern::kBulkSynchronous) {
+    if (!s.comm || s.comm->team() != s.team) {
+      // Collective over the world, like the flags above; the smallest packet slots (the 2-D
+      // all_gather uses none).
+      const std::size_t packets = 2 * std::size_t(s.team.size) * 16;
+      s.comm = {};
+      s.comm = std::make_unique<iris::ccl::Communicator>(
+          ctx, s.team, iris::ccl::CommunicatorOptions{.packet_bytes = (packets + 255) / 256 * 256});
+    }
     s.gemm->initialize(gemm_args, nullptr, workspace, stream);
   } else if (s.pattern == AllScatterPattern::kFusedSequential) {
     detail::TileStore tiles{ctx.device(), s.team, s.arrivals(), std::int64_t{s.me} * grid.tiles,
@@ -267,8 +290,11 @@ void GemmAllScatter::run(cudaStream_t stream) {
   switch (s.pattern) {
     case AllScatterPattern::kBulkSynchronous:
       s.gemm->run(stream);
-      detail::all_gather_blocks(dctx, s.team, s.me, s.grid, s.arrivals(), s.sms, s.trace, stream);
-      break;
+      detail::all_gather_blocks(*s.comm, s.me, s.grid, stream);
+      detail::mark_arrived<<<1, 256, 0, stream>>>(dctx, s.arrivals(), s.team.size * s.grid.tiles,
+                                                  s.runs());
+      IRIS_CUDA_CHECK(cudaGetLastError());
+      return;
     case AllScatterPattern::kFusedSequential:
       s.gemm->run(stream);
       break;

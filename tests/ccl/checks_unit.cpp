@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 
 #include "ccl/checks.hpp"
+#include "detail/mailbox_format.hpp"
 #include "iris/ccl/tuning.hpp"
+#include "iris/device/detail/mailbox.hpp"
 #include "iris/host/error.hpp"
 
 namespace {
@@ -186,3 +189,22 @@ TEST(CclTuning, ForcedAlgorithmsFromTheEnvironmentForm) {
 }
 
 }  // namespace
+
+// The report a member makes when its call differs from member 0's (IRIS_DEBUG_CHECKS; the
+// device side is exercised by the multi-rank test arg_mismatch).
+TEST(CclChecks, ArgumentMismatchReportNamesCallArgumentValuesAndRank) {
+  using namespace iris::device::detail;
+  iris::device::ErrorMailbox m{};
+  m.state = MailboxState::kComplete;
+  m.kind = ErrorKind::kArgumentMismatch;
+  std::strncpy(m.operation, "ccl all_reduce: count", sizeof(m.operation) - 1);
+  m.rank = 1;
+  m.target_rank = 0;
+  m.expected = 2048;
+  m.observed = 4096;
+  EXPECT_EQ(iris::detail::mailbox_report(m).value(),
+            "rank 1: ccl all_reduce: count differs across the team: 2048 here, 4096 on rank 0 "
+            "(every member must make the same collective call: the same count, type, op, root "
+            "and in-place-ness) (block 0, thread 0)");
+  EXPECT_FALSE(iris::detail::mailbox_is_timeout(m));
+}

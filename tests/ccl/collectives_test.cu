@@ -251,6 +251,82 @@ TEST(CclAllGather, TypedStructsMoveAsBytes) {
       ASSERT_EQ(p[k * count + i].a, static_cast<std::int16_t>(i * 3 + k)) << k << " " << i;
 }
 
+TEST(CclAllGather, TwoDimensionalColumnBlocksInAndOutOfPlaceAndSubset) {
+  struct Shape {
+    std::size_t rows, row_bytes, src_pitch;  // dst pitch: team size * row_bytes + 32
+  };
+  // Ragged rows (not a multiple of 16 bytes), more rows than blocks, a single row.
+  const Shape kShapes[] = {{1, 40, 40}, {300, 528, 600}, {7, 13, 13}, {1000, 256, 256}};
+  for (iris::ccl::Communicator* comm : {&world(), halves()}) {
+    if (!comm) continue;
+    const int n = comm->size();
+    const auto ranks = members(*comm);
+    for (const Shape& shape : kShapes) {
+      const std::size_t dst_pitch = n * shape.row_bytes + 32;
+      for (bool in_place : {false, true}) {
+        std::byte* dst = arenas().b;
+        poison(dst, shape.rows * dst_pitch);
+        const std::byte* src;
+        std::size_t src_pitch;
+        if (in_place) {
+          // This member's block goes into its columns of dst first, row by row.
+          std::vector<std::uint8_t> rows(shape.rows * dst_pitch);
+          const auto got = download(dst, rows.size());
+          std::memcpy(rows.data(), got.data(), rows.size());
+          for (std::size_t r = 0; r < shape.rows; ++r)
+            for (std::size_t j = 0; j < shape.row_bytes; ++j)
+              rows[r * dst_pitch + comm->index() * shape.row_bytes + j] =
+                  byte_of(context().rank(), r * shape.row_bytes + j);
+          upload(dst, rows.data(), rows.size());
+          src = dst + comm->index() * shape.row_bytes;
+          src_pitch = dst_pitch;
+        } else {
+          std::vector<std::uint8_t> block(shape.rows * shape.src_pitch, 0);
+          for (std::size_t r = 0; r < shape.rows; ++r)
+            for (std::size_t j = 0; j < shape.row_bytes; ++j)
+              block[r * shape.src_pitch + j] = byte_of(context().rank(), r * shape.row_bytes + j);
+          upload(arenas().a, block.data(), block.size());
+          src = arenas().a;
+          src_pitch = shape.src_pitch;
+        }
+        comm->all_gather_2d_bytes(dst, dst_pitch, src, src_pitch, shape.rows, shape.row_bytes,
+                                  nullptr);
+        const auto got = download(dst, shape.rows * dst_pitch);
+        const auto poisoned = got[dst_pitch - 1];  // past the last block: left alone
+        for (std::size_t r = 0; r < shape.rows; ++r) {
+          for (std::size_t j = 0; j < dst_pitch; ++j) {
+            const std::size_t k = j / shape.row_bytes;
+            const std::byte want =
+                k < static_cast<std::size_t>(n)
+                    ? std::byte{byte_of(ranks[k], r * shape.row_bytes + j % shape.row_bytes)}
+                    : poisoned;
+            if (got[r * dst_pitch + j] != want) {
+              ADD_FAILURE() << "all_gather_2d rows " << shape.rows << " row_bytes "
+                            << shape.row_bytes << (in_place ? " in place" : "") << " team size "
+                            << n << ": wrong byte " << j << " of row " << r << " on rank "
+                            << context().rank();
+              r = shape.rows;
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CclAllGather, TwoDimensionalArgumentsAreChecked) {
+  auto& comm = world();
+  std::byte* dst = arenas().b;
+  const std::size_t n = comm.size();
+  EXPECT_THROW(comm.all_gather_2d_bytes(dst, n * 64 - 1, arenas().a, 64, 4, 64, nullptr),
+               iris::Error);  // dst_pitch too small
+  EXPECT_THROW(comm.all_gather_2d_bytes(dst, n * 64, arenas().a, 63, 4, 64, nullptr),
+               iris::Error);  // src_pitch too small
+  EXPECT_THROW(comm.all_gather_2d_bytes(dst, n * 64, dst + 8, n * 64, 4, 64, nullptr),
+               iris::Error);  // overlapping, not the in-place arrangement
+}
+
 TEST(CclAllToAll, EveryCountAndSubset) {
   for (iris::ccl::Communicator* comm : {&world(), halves()}) {
     if (!comm) continue;

@@ -53,12 +53,12 @@ struct CommunicatorOptions {
   /// Bytes of packet slots for the one-shot all_reduce (its largest message is about a quarter
   /// of this divided by the team size); default 8 MiB.
   std::size_t packet_bytes = std::size_t{8} << 20;
-  /// Blocks a call uses at most (SM budget); 0: the GPU's multiprocessors divided by the ranks
-  /// that share it, at most 64 (the smallest value across the team).
+  /// Blocks a call uses at most (SM budget); 0: per kind of kernel (reducing, moving), half the
+  /// blocks of it the GPU holds at once, divided by the ranks that share the GPU, at most 128
+  /// (the smallest value across the team). Half, so that any two of the collectives' kernels
+  /// (a send and its receive, or calls of two communicators) are resident together.
   int max_blocks = 0;
-  /// Threads per block of the collectives' kernels (32..512). With 256, two blocks of any of
-  /// them fit on an SM, so that a rank's send and receive kernels (or two ranks' collectives
-  /// beyond the default budget) stay co-resident.
+  /// Threads per block of the collectives' kernels (32..512).
   int threads = 256;
 };
 
@@ -80,7 +80,9 @@ class Communicator {
   /// This rank's index in the team.
   int index() const;
   int size() const;
-  /// Blocks a call uses at most unless its Options say otherwise.
+  /// Blocks a call of `collective` uses at most unless its Options say otherwise.
+  int max_blocks(Collective collective) const;
+  /// The smallest of them (the reducing collectives' budget, by default).
   int max_blocks() const;
   /// Largest all_reduce (bytes) the one-shot algorithm takes.
   std::size_t one_shot_capacity() const;
@@ -110,6 +112,14 @@ class Communicator {
   /// index() * bytes on every member.
   void all_gather_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
                         const Options& options = {});
+  /// The 2-D all_gather (column blocks of a row-major matrix): member k's `rows` x `row_bytes`
+  /// block of src (rows `src_pitch` bytes apart) lands at bytes [k * row_bytes, (k + 1) *
+  /// row_bytes) of each of dst's `rows` rows (`dst_pitch` bytes apart, at least size() *
+  /// row_bytes). In place: src == dst + index() * row_bytes and src_pitch == dst_pitch, on every
+  /// member. Always pulls.
+  void all_gather_2d_bytes(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                           std::size_t rows, std::size_t row_bytes, cudaStream_t stream,
+                           const Options& options = {});
   /// Part k of dst = part index() of member k's src (both size() parts). Out of place only.
   void all_to_all_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
                         const Options& options = {});
@@ -164,6 +174,16 @@ class Communicator {
                   const Options& options = {}) {
     static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
     all_gather_bytes(dst, src, bytes_of<T>(count, "all_gather"), stream, options);
+  }
+  /// dst: rows x (size() * cols) elements, row stride `ldd`; src: rows x cols, row stride
+  /// `lds`; member k's src lands in columns [k * cols, (k + 1) * cols).
+  template <class T>
+  void all_gather_2d(T* dst, std::size_t ldd, const T* src, std::size_t lds, std::size_t rows,
+                     std::size_t cols, cudaStream_t stream, const Options& options = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "iris::ccl: only trivially copyable data moves");
+    all_gather_2d_bytes(dst, bytes_of<T>(ldd, "all_gather_2d"), src,
+                        bytes_of<T>(lds, "all_gather_2d"), rows, bytes_of<T>(cols, "all_gather_2d"),
+                        stream, options);
   }
   template <class T>
   void all_to_all(T* dst, const T* src, std::size_t count, cudaStream_t stream,

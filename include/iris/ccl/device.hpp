@@ -14,7 +14,7 @@
 //
 // Rules, for every call:
 //   - The whole block calls (the group is iris::block), and block c of every team member makes
-//     the same call with the same counts: the call's Round names channel c (0 <= c < 64; a block
+//     the same call with the same counts: the call's Round names channel c (0 <= c < 128; a block
 //     index is the natural choice) and the step within the kernel (0, 1, ... below 128): two
 //     calls of one block in one kernel take different steps.
 //   - The epoch comes from begin(comm) at the start of the kernel, and every thread of the grid

@@ -12,7 +12,7 @@
 //
 // Patterns (AllScatterPattern), each also a numbered example (examples/10_* .. 12_*):
 //
-//   bulk-synchronous   GEMM into C's own block  ->  all-gather of the blocks  ->  wait
+//   bulk-synchronous   GEMM into C's own block  ->  all-gather of the blocks (iris::ccl)
 //   fused sequential   the GEMM's epilogue stores each finished tile to every rank's C
 //   producer-consumer  GEMM on gemm_sms SMs (stream 1) raises a local flag per tile;
 //                      a communication kernel on the other SMs (stream 2) waits per tile and
@@ -76,7 +76,8 @@ struct GemmAllScatterArguments {
   int gemm_sms = 0;
   int comm_blocks = 0;
   /// Tracing (iris/ops/trace.hpp): per-tile events into this rank's tracer; null: off. The
-  /// bulk-synchronous GEMM (CUTLASS's TMA epilogue) records no tile events, only its pushes.
+  /// bulk-synchronous pattern records none (CUTLASS's TMA epilogue, then iris::ccl's
+  /// all_gather_2d).
   Tracer* trace = nullptr;
 };
 
@@ -98,9 +99,9 @@ class GemmAllScatter {
   static std::size_t workspace_size(const GemmAllScatterArguments& args);
 
   /// Binds the arguments, resolves the pattern and allocates the per-tile flags (symmetric,
-  /// zeroed). Collective over the whole world of `ctx` (every rank calls, in the same order),
-  /// because symmetric allocation is. Throws iris::Error(kInvalidArgument) with can_implement's
-  /// sentence.
+  /// zeroed; bulk-synchronous: also an iris::ccl::Communicator for the team). Collective over the
+  /// whole world of `ctx` (every rank calls, in the same order), because symmetric allocation is.
+  /// Throws iris::Error(kInvalidArgument) with can_implement's sentence.
   void initialize(const GemmAllScatterArguments& args, void* workspace = nullptr,
                   cudaStream_t stream = nullptr);
 

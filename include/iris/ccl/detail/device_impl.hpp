@@ -10,20 +10,128 @@
 
 namespace iris::ccl::detail {
 
-/// Members whose 16-byte vectors one thread keeps in flight while it reduces.
+/// Members whose 16-byte vectors one thread keeps in flight while it reduces a team larger
+/// than 8 (the general path, one vector at a time).
 inline constexpr int kMembersInFlight = 8;
 
 template <class T>
 inline constexpr std::size_t kVector = 16 / sizeof(T);
 
+/// 16-byte loads one thread keeps in flight while it reduces a team of up to 8 (vectors times
+/// members): 16, or 8 where one vector's accumulators take more than 32 registers (bytes, which
+/// widen to 16 64-bit values), so that the kernel stays within the registers that let two
+/// 256-thread blocks (or one 512-thread block) share a multiprocessor.
+template <class T>
+inline constexpr int kLoadsInFlight = sizeof(acc_t<T>) * kVector<T> > 64 ? 8 : 16;
+
 IRIS_DEVICE_FN IRIS_FORCEINLINE bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+/// One 16-byte vector's result: the team-order reduction of `v[0 .. members)` (members <=
+/// Members), packed again.
+template <int Members, class T>
+IRIS_DEVICE_FN IRIS_FORCEINLINE uint4 reduce_vector(const uint4 (&v)[Members], int members,
+                                                    ReduceOp op) {
+  constexpr std::size_t V = kVector<T>;
+  acc_t<T> acc[V];
+#pragma unroll
+  for (int k = 0; k < Members; ++k) {
+    if (k >= members) break;
+    T e[V];
+    memcpy(e, &v[k], 16);
+#pragma unroll
+    for (std::size_t x = 0; x < V; ++x)
+      acc[x] = k == 0 ? widen<T>(e[x]) : combine(op, acc[x], widen<T>(e[x]));
+  }
+  T out[V];
+#pragma unroll
+  for (std::size_t x = 0; x < V; ++x) out[x] = narrow<T>(finish(op, acc[x], members));
+  uint4 packed;
+  memcpy(&packed, out, 16);
+  return packed;
+}
+
+/// The vector part of reduce_span for teams of at most `Members`: each thread takes `Vectors`
+/// vectors at once (i, i + blockDim, ...) and issues the loads of every member for all of them
+/// before it reduces any, so that about Vectors * Members 16-byte loads are in flight per
+/// thread. Each vector is then reduced in team order exactly as one at a time would be.
+template <int Vectors, int Members, class T>
+IRIS_DEVICE_FN void reduce_vectors(const device::Communicator& comm, uint4* d, bool to_all,
+                                   const uint4* s, std::size_t vectors, ReduceOp op) {
+  if (vectors == 0) return;  // (the range checks below would see an empty range)
+  const int members = comm.team.size;
+  const auto& ctx = comm.ctx;
+  const uint4* from[Members];
+#pragma unroll
+  for (int k = 0; k < Members; ++k)
+    from[k] = k < members ? ctx.translate(s, comm.world_rank(k), vectors) : s;
+  const std::size_t step = blockDim.x;
+#pragma unroll 1
+  for (std::size_t i = threadIdx.x; i < vectors; i += Vectors * step) {
+    uint4 v[Vectors][Members];
+#pragma unroll
+    for (int u = 0; u < Vectors; ++u)
+#pragma unroll
+      for (int k = 0; k < Members; ++k)
+        if (k < members && i + u * step < vectors) v[u][k] = from[k][i + u * step];
+#pragma unroll
+    for (int u = 0; u < Vectors; ++u) {
+      const std::size_t at = i + u * step;
+      if (at >= vectors) break;
+      const uint4 packed = reduce_vector<Members, T>(v[u], members, op);
+      if (to_all) {
+        for (int k = 0; k < members; ++k) ctx.translate(d, comm.world_rank(k))[at] = packed;
+      } else {
+        d[at] = packed;
+      }
+    }
+  }
+}
+
+/// The vector part for any team: one vector at a time, members in groups of kMembersInFlight.
+template <class T>
+IRIS_DEVICE_FN void reduce_vectors_any(const device::Communicator& comm, uint4* d, bool to_all,
+                                       const uint4* s, std::size_t vectors, ReduceOp op) {
+  constexpr std::size_t V = kVector<T>;
+  const int members = comm.team.size;
+  const auto& ctx = comm.ctx;
+  for (std::size_t i = threadIdx.x; i < vectors; i += blockDim.x) {
+    acc_t<T> acc[V];
+    for (int k0 = 0; k0 < members; k0 += kMembersInFlight) {
+      uint4 v[kMembersInFlight];
+#pragma unroll
+      for (int j = 0; j < kMembersInFlight; ++j)
+        if (k0 + j < members) v[j] = ctx.translate(s, comm.world_rank(k0 + j))[i];
+#pragma unroll
+      for (int j = 0; j < kMembersInFlight; ++j) {
+        if (k0 + j >= members) break;
+        T e[V];
+        memcpy(e, &v[j], 16);
+#pragma unroll
+        for (std::size_t x = 0; x < V; ++x)
+          acc[x] = (k0 + j == 0) ? widen<T>(e[x]) : combine(op, acc[x], widen<T>(e[x]));
+      }
+    }
+    T out[V];
+#pragma unroll
+    for (std::size_t x = 0; x < V; ++x) out[x] = narrow<T>(finish(op, acc[x], members));
+    uint4 packed;
+    memcpy(&packed, out, 16);
+    if (to_all) {
+      for (int k = 0; k < members; ++k) ctx.translate(d, comm.world_rank(k))[i] = packed;
+    } else {
+      d[i] = packed;
+    }
+  }
 }
 
 /// The block reduces `n` elements: dst[i] = op over members k (team order) of member k's src[i];
 /// the result goes to this rank's dst, or to every member's dst when `to_all`. Thread t takes
 /// elements (or 16-byte vectors) t, t + blockDim, ...: the same thread reads and writes an
-/// element, which is what makes the in-place forms safe.
+/// element, which is what makes the in-place forms safe. Teams of up to 8 keep kLoadsInFlight
+/// vector loads in flight per thread (several vectors at once); every vector and element is reduced
+/// in team order whatever the path, so the bits do not depend on it.
 template <class T>
 IRIS_DEVICE_FN void reduce_span(const device::Communicator& comm, T* dst, bool to_all, const T* src,
                                 std::size_t n, ReduceOp op) {
@@ -36,33 +144,15 @@ IRIS_DEVICE_FN void reduce_span(const device::Communicator& comm, T* dst, bool t
     scalar_first = vectors * V;
     const auto* s = reinterpret_cast<const uint4*>(src);
     auto* d = reinterpret_cast<uint4*>(dst);
-    for (std::size_t i = threadIdx.x; i < vectors; i += blockDim.x) {
-      acc_t<T> acc[V];
-      for (int k0 = 0; k0 < members; k0 += kMembersInFlight) {
-        uint4 v[kMembersInFlight];
-#pragma unroll
-        for (int j = 0; j < kMembersInFlight; ++j)
-          if (k0 + j < members) v[j] = ctx.translate(s, comm.world_rank(k0 + j))[i];
-#pragma unroll
-        for (int j = 0; j < kMembersInFlight; ++j) {
-          if (k0 + j >= members) break;
-          T e[V];
-          memcpy(e, &v[j], 16);
-#pragma unroll
-          for (std::size_t x = 0; x < V; ++x)
-            acc[x] = (k0 + j == 0) ? widen<T>(e[x]) : combine(op, acc[x], widen<T>(e[x]));
-        }
-      }
-      T out[V];
-#pragma unroll
-      for (std::size_t x = 0; x < V; ++x) out[x] = narrow<T>(finish(op, acc[x], members));
-      uint4 packed;
-      memcpy(&packed, out, 16);
-      if (to_all) {
-        for (int k = 0; k < members; ++k) ctx.translate(d, comm.world_rank(k))[i] = packed;
-      } else {
-        d[i] = packed;
-      }
+    constexpr int L = kLoadsInFlight<T>;
+    if (members <= 2) {
+      reduce_vectors<L / 2, 2, T>(comm, d, to_all, s, vectors, op);
+    } else if (members <= 4) {
+      reduce_vectors<L / 4, 4, T>(comm, d, to_all, s, vectors, op);
+    } else if (members <= 8) {
+      reduce_vectors<L / 8, 8, T>(comm, d, to_all, s, vectors, op);
+    } else {
+      reduce_vectors_any<T>(comm, d, to_all, s, vectors, op);
     }
   }
   for (std::size_t i = scalar_first + threadIdx.x; i < n; i += blockDim.x) {

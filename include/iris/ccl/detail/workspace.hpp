@@ -1,8 +1,9 @@
 // The layout of a communicator's workspace (one symmetric allocation, zeroed when the
 // communicator is made; the same offsets on every rank). Not public.
 //
-//   Control         epochs of the team's collectives and of each send/recv pair, and the flag
-//                   slots kernels exchange (see sync.hpp)
+//   Control         epochs of the team's collectives and of each send/recv pair, the flag
+//                   slots kernels exchange (see sync.hpp), and the argument check's packets
+//                   (args.hpp)
 //   packets         packet slots of the one-shot all_reduce: [parity][sender][packet]
 #pragma once
 
@@ -12,7 +13,7 @@
 namespace iris::ccl::detail {
 
 /// Blocks one collective runs on at most: each block has its own flag channel.
-inline constexpr int kMaxChannels = 64;
+inline constexpr int kMaxChannels = 128;
 /// Members of a team, and world ranks a send/recv may name.
 inline constexpr int kMaxRanks = 128;
 inline constexpr std::size_t kLine = 128;
@@ -41,6 +42,9 @@ struct Control {
   /// With ready: heap offset and bytes of world rank r's send buffer.
   alignas(kLine) std::uint64_t send_offset[kMaxChannels][kMaxRanks];
   alignas(kLine) std::uint64_t send_bytes[kMaxChannels][kMaxRanks];
+  /// args[parity][word]: with debug checks, member 0's description of its call (packets
+  /// flagged with the epoch; see args.hpp), which every other member compares with its own.
+  alignas(kLine) std::uint64_t args[2][2][kPacketBytes / 8];
 };
 
 /// Bytes before the packet slots.

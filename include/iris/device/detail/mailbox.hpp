@@ -34,6 +34,8 @@ enum class ErrorKind : std::uint32_t {
   kNotInTeam,      ///< a barrier object used by a rank outside its team (`expected` = team size,
                    ///< `observed` = start << 32 | stride)
   kBadChannel,     ///< a barrier object's channel `observed` is not below its `expected` channels
+  kArgumentMismatch,  ///< debug check: a collective's argument (named in `operation`) is
+                      ///< `expected` here but `observed` on rank `target_rank`
 };
 
 /// What a wait that timed out was waiting for, so that the report can name who did not come.
