@@ -97,10 +97,12 @@ TEST(CclArgCheck, ACountThatDiffersIsReportedByTheRankThatDiffers) {
     message = error.message();
     if (comm.index() == 1) EXPECT_EQ(error.code(), iris::Errc::kInvalidArgument);
   }
-  // Every member's call fails: rank 1 reports, the others wait for it in vain (or lose their
-  // context to its trap).
-  EXPECT_TRUE(failed);
+  // The member that differs reports and traps. The others may complete the call: blocks of
+  // the trapping kernel that had started before the trap may already have met them (seen on
+  // the H200 at 2, 4 and 8 ranks), so their results are undefined and only the report counts:
+  // it is what ends a job.
   if (comm.index() == 1) {
+    EXPECT_TRUE(failed);
     EXPECT_THAT(message, testing::StartsWith("rank " + std::to_string(ctx.rank()) +
                                              ": ccl all_reduce: count differs across the team: "
                                              "2048 here, 4096 on rank 0"));
