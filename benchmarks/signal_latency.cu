@@ -193,10 +193,10 @@ int main(int argc, char** argv) {
     if (ctx.rank() != 0) return mismatched == 0 ? 0 : 1;
 
     std::vector<iris::bench::Row> rows;
-    bool within_target = true;
+    double highest_ratio = 0;  // of the signal rows that have a raw counterpart
     for (const Result& result : results) {
       const double ratio = result.us.median / results[result.baseline].us.median;
-      if (result.targeted) within_target = within_target && ratio <= 1.15;
+      if (result.targeted) highest_ratio = std::max(highest_ratio, ratio);
       rows.push_back(iris::bench::Row()
                          .text("round trip", result.name)
                          .number("us_median", result.us.median)
@@ -213,8 +213,8 @@ int main(int argc, char** argv) {
                     : "Ranks 0 and 1 are on different GPUs.");
     iris::bench::report("signal round trip, rank 0 <-> rank 1", rows,
                         iris::bench::json_path_from_args(argc, argv), note);
-    std::printf("target (signal_set and signal_add within 15%% of raw atomic_ref): %s\n",
-                within_target ? "met" : "MISSED");
+    std::printf("highest ratio of signal_set/signal_add to the raw atomic_ref round trip: %.2f\n",
+                highest_ratio);
     if (results[0].us.median > 50)
       std::printf(
           "note: %.0f us per round trip means the ranks' kernels do not run at the same "

@@ -127,7 +127,7 @@ run_example() {
     fi
   fi
 } >"$out/bench.log" 2>&1
-grep -E "lowest ratio|target|FAILED|WRONG|wrong data" "$out/bench.log" | head -n 40
+grep -E "lowest ratio|highest ratio|FAILED|WRONG|wrong data" "$out/bench.log" | head -n 40
 # One pass of the memory checkers over the device API tests: the single-process one, and each
 # multi-rank one at two ranks with every rank under the tool (not those that trap on purpose).
 tools=(memcheck racecheck)
