@@ -13,12 +13,19 @@
 // reduce). hbm: when all ranks share one GPU, the bytes every rank's kernels read and write
 // in HBM for the algorithm (docs/ccl.md), summed over ranks, per second; vs_memcpy: that
 // against cudaMemcpy D2D of `size` bytes (read + write) in the same run.
-// NCCL: it refuses two ranks on one GPU, so with ranks sharing a GPU the table says it was
-// skipped; this build has no NCCL baseline for one GPU per rank either (it says so).
+// NCCL: with one GPU per rank (and a build that found NCCL) every collective also runs through
+// NCCL on the same buffers, sizes and type, timed the same way in the same run: rows with
+// algorithm "nccl", and on every row vs_nccl = busbw / NCCL's busbw at that collective, mode
+// and size (above 1: faster than NCCL), plus a table of the fastest iris::ccl algorithm
+// (graph mode) against NCCL per size. all_to_all is NCCL's grouped ncclSend/ncclRecv. The
+// bench sets NCCL_NVLS_ENABLE=0 (no NVLink multicast). NCCL refuses two ranks on one GPU, so
+// with ranks sharing a GPU (or without NCCL in the build) the table says it was skipped.
 // --tune writes the selection table (fastest graph-mode algorithm per size range) as JSON for
 // IRIS_CCL_TUNING.
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -27,6 +34,10 @@
 #include "iris/ccl.hpp"
 #include "iris/iris.hpp"
 #include "report.hpp"
+
+#if IRIS_BENCH_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 namespace {
 
@@ -37,7 +48,35 @@ using iris::ccl::ReduceOp;
 struct Case {
   Collective collective;
   Algorithm algorithm;
+  bool nccl = false;  ///< the NCCL baseline of `collective` (then `algorithm` is unused)
 };
+
+std::string algorithm_name(const Case& k) {
+  return k.nccl ? "nccl" : std::string(iris::ccl::to_string(k.algorithm));
+}
+
+/// Whether every rank has a GPU of its own (collective): PCI bus ids pairwise distinct.
+bool one_gpu_per_rank(iris::Bootstrap& bootstrap) {
+  constexpr int kBusIdBytes = 32;
+  std::array<char, kBusIdBytes> mine{};
+  int device = 0;
+  IRIS_CUDA_CHECK(cudaGetDevice(&device));
+  IRIS_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.data(), kBusIdBytes, device));
+  std::vector<std::array<char, kBusIdBytes>> all(bootstrap.world_size());
+  bootstrap.allgather(mine.data(), all.data(), kBusIdBytes);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    for (std::size_t q = r + 1; q < all.size(); ++q)
+      if (std::strncmp(all[r].data(), all[q].data(), kBusIdBytes) == 0) return false;
+  return true;
+}
+
+#if IRIS_BENCH_HAVE_NCCL
+void nccl_check(ncclResult_t result, const char* call) {
+  if (result != ncclSuccess)
+    throw iris::Error(iris::Errc::kCuda,
+                      std::string("ccl_bench: ") + call + " failed: " + ncclGetErrorString(result));
+}
+#endif
 
 std::size_t parse_bytes_arg(int argc, char** argv, const char* flag, std::size_t fallback) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -132,9 +171,29 @@ int main(int argc, char** argv) {
   const auto devices = iris::bench::device_of_each_rank(ctx.bootstrap());
   const bool one_gpu =
       std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices[0]; });
+  const bool separate_gpus = one_gpu_per_rank(ctx.bootstrap());
+#if IRIS_BENCH_HAVE_NCCL
+  const bool use_nccl = separate_gpus;
+  const std::string nccl_note =
+      use_nccl ? "NCCL: measured (algorithm nccl; vs_nccl = busbw / NCCL busbw; NCCL_NVLS_ENABLE=0)"
+      : one_gpu ? "NCCL: skipped (the ranks share one GPU, and NCCL refuses two ranks on one GPU)"
+                : "NCCL: skipped (some ranks share a GPU, and NCCL refuses two ranks on one GPU)";
+  ncclComm_t nccl = nullptr;
+  if (use_nccl) {
+    setenv("NCCL_NVLS_ENABLE", "0", 1);  // never NVLink multicast
+    ncclUniqueId id{};
+    if (leader) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    ctx.bootstrap().broadcast(&id, sizeof(id), 0);
+    nccl_check(ncclCommInitRank(&nccl, n, id, ctx.rank()), "ncclCommInitRank");
+  }
+#else
+  const bool use_nccl = false;
   const std::string nccl_note =
       one_gpu ? "NCCL: skipped (the ranks share one GPU, and NCCL refuses two ranks on one GPU)"
-              : "NCCL: skipped (this build of ccl_bench has no NCCL baseline)";
+      : separate_gpus
+          ? "NCCL: skipped (no NCCL in this build)"
+          : "NCCL: skipped (some ranks share a GPU, and NCCL refuses two ranks on one GPU)";
+#endif
 
   auto* a = static_cast<std::byte*>(ctx.allocate_bytes(max_bytes));
   auto* b = static_cast<std::byte*>(ctx.allocate_bytes(max_bytes));
@@ -158,12 +217,56 @@ int main(int argc, char** argv) {
                                 std::string::npos;
                        }),
         cases.end());
+  // The NCCL baseline of each collective measured, first, so that every iris::ccl row can
+  // compare itself with it.
+  if (use_nccl) {
+    std::vector<Case> baselines;
+    for (const Case& k : cases)
+      if (std::none_of(baselines.begin(), baselines.end(),
+                       [&](const Case& c) { return c.collective == k.collective; }))
+        baselines.push_back({k.collective, Algorithm::kAuto, true});
+    cases.insert(cases.begin(), baselines.begin(), baselines.end());
+  }
 
   // One call of `size` bytes (nccl-tests' size) with algorithm k and the given block budget.
   auto enqueue = [&](Case k, std::size_t size, int blocks) {
     const iris::ccl::Options o{.algorithm = k.algorithm, .max_blocks = blocks};
     const std::size_t count = size / sizeof(float);
     const std::size_t part = size / n;
+#if IRIS_BENCH_HAVE_NCCL
+    if (k.nccl) {
+      switch (k.collective) {
+        case Collective::kAllReduce:
+          nccl_check(ncclAllReduce(a, b, count, ncclFloat, ncclSum, nccl, stream), "ncclAllReduce");
+          break;
+        case Collective::kAllGather:
+          nccl_check(ncclAllGather(a, b, part, ncclChar, nccl, stream), "ncclAllGather");
+          break;
+        case Collective::kReduceScatter:
+          nccl_check(ncclReduceScatter(a, b, count / n, ncclFloat, ncclSum, nccl, stream),
+                     "ncclReduceScatter");
+          break;
+        case Collective::kAllToAll:
+          nccl_check(ncclGroupStart(), "ncclGroupStart");
+          for (int p = 0; p < n; ++p) {
+            nccl_check(
+                ncclSend(a + static_cast<std::size_t>(p) * part, part, ncclChar, p, nccl, stream),
+                "ncclSend");
+            nccl_check(
+                ncclRecv(b + static_cast<std::size_t>(p) * part, part, ncclChar, p, nccl, stream),
+                "ncclRecv");
+          }
+          nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+          break;
+        case Collective::kBroadcast:
+          nccl_check(ncclBroadcast(a, b, size, ncclChar, 0, nccl, stream), "ncclBroadcast");
+          break;
+        default:
+          break;
+      }
+      return;
+    }
+#endif
     switch (k.collective) {
       case Collective::kAllReduce:
         comm.all_reduce(reinterpret_cast<float*>(b), reinterpret_cast<float*>(a), count,
@@ -188,6 +291,7 @@ int main(int argc, char** argv) {
   };
   auto runnable = [&](Case k, std::size_t size) {
     if (size < sizeof(float) * n) return false;
+    if (k.nccl) return true;
     if (k.collective == Collective::kAllReduce && k.algorithm == Algorithm::kOneShot)
       return size <= comm.one_shot_capacity();
     return true;
@@ -293,6 +397,10 @@ int main(int argc, char** argv) {
     Algorithm algorithm = Algorithm::kAuto;
   };
   std::vector<std::vector<Best>> best(iris::ccl::kCollectiveCount, std::vector<Best>(sizes.size()));
+  // nccl_ms[collective][graph][size index]: NCCL's time (0: not measured)
+  std::vector<std::array<std::vector<double>, 2>> nccl_ms(iris::ccl::kCollectiveCount);
+  for (auto& modes : nccl_ms)
+    for (auto& by_size : modes) by_size.assign(sizes.size(), 0.0);
   for (const Case& k : cases) {
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       ++done;
@@ -301,16 +409,19 @@ int main(int argc, char** argv) {
       if (leader)
         std::fprintf(stderr, "[ccl_bench] %zu/%zu %s %s %s\n", done, total,
                      std::string(iris::ccl::to_string(k.collective)).c_str(),
-                     std::string(iris::ccl::to_string(k.algorithm)).c_str(), human(size).c_str());
+                     algorithm_name(k).c_str(), human(size).c_str());
       const unsigned long long errors = check(k, size);
       for (bool graph : {false, true}) {
         const double ms = time_ms(k, size, graph, 0);
-        if (graph && ms < best[static_cast<int>(k.collective)][i].ms)
-          best[static_cast<int>(k.collective)][i] = {ms, k.algorithm};
+        const int c = static_cast<int>(k.collective);
+        if (k.nccl)
+          nccl_ms[c][graph][i] = ms;
+        else if (graph && ms < best[c][i].ms)
+          best[c][i] = {ms, k.algorithm};
         const double algbw = iris::bench::gb_per_s(static_cast<double>(size), ms);
         iris::bench::Row row;
         row.text("collective", std::string(iris::ccl::to_string(k.collective)))
-            .text("algorithm", std::string(iris::ccl::to_string(k.algorithm)))
+            .text("algorithm", algorithm_name(k))
             .text("mode", graph ? "graph" : "eager")
             .number("size", static_cast<double>(size), "%.0f")
             .number("count", static_cast<double>(size / sizeof(float)), "%.0f")
@@ -323,10 +434,32 @@ int main(int argc, char** argv) {
           const double hbm = iris::bench::gb_per_s(hbm_bytes(k, static_cast<double>(size), n), ms);
           row.number("hbm_GBps", hbm, "%.1f").number("vs_memcpy", hbm / memcpy_gbps[i], "%.3f");
         }
+        if (use_nccl) {
+          const double baseline = nccl_ms[c][graph][i];
+          row.number("vs_nccl", baseline > 0 ? baseline / ms : 0.0, "%.3f");
+        }
         rows.push_back(row);
       }
     }
   }
+  // The fastest iris::ccl algorithm in graph mode against NCCL in graph mode, per size.
+  std::vector<iris::bench::Row> against_nccl;
+  if (use_nccl)
+    for (int c = 0; c < iris::ccl::kCollectiveCount; ++c)
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        const double baseline = nccl_ms[c][1][i];
+        if (baseline <= 0 || best[c][i].algorithm == Algorithm::kAuto) continue;
+        const double factor = bus_factor(static_cast<Collective>(c), n);
+        const double size = static_cast<double>(sizes[i]);
+        iris::bench::Row row;
+        row.text("collective", std::string(iris::ccl::to_string(static_cast<Collective>(c))))
+            .number("size", size, "%.0f")
+            .text("iris_algorithm", std::string(iris::ccl::to_string(best[c][i].algorithm)))
+            .number("iris_busbw_GBps", iris::bench::gb_per_s(size, best[c][i].ms) * factor, "%.2f")
+            .number("nccl_busbw_GBps", iris::bench::gb_per_s(size, baseline) * factor, "%.2f")
+            .number("iris_over_nccl", baseline / best[c][i].ms, "%.3f");
+        against_nccl.push_back(row);
+      }
   std::vector<iris::bench::Row> ceiling;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     iris::bench::Row row;
@@ -383,6 +516,9 @@ int main(int argc, char** argv) {
                         json.empty() ? "" : json + ".memcpy.json");
     iris::bench::report("ccl_bench: busbw against the SM budget", budget_rows,
                         json.empty() ? "" : json + ".budget.json", note);
+    if (use_nccl)
+      iris::bench::report("ccl_bench: fastest iris::ccl (graph) against NCCL (graph), busbw",
+                          against_nccl, json.empty() ? "" : json + ".nccl.json", note);
     std::printf("%s\n", nccl_note.c_str());
     if (!tune.empty()) {
       iris::ccl::TuningTable table;
@@ -407,6 +543,12 @@ int main(int argc, char** argv) {
       std::printf("wrote the selection table %s\n", tune.c_str());
     }
   }
+#if IRIS_BENCH_HAVE_NCCL
+  if (nccl != nullptr) {
+    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    nccl_check(ncclCommDestroy(nccl), "ncclCommDestroy");
+  }
+#endif
   ctx.barrier();
   return 0;
 }
