@@ -431,12 +431,12 @@ void Communicator::all_gather_bytes(void* dst, const void* src, std::size_t byte
     detail::check_aliasing(dst, all, src, bytes, false, kCall, "dst", "src",
                            "in place means src == dst + index() * count");
   const Plan plan = s.plan(Collective::kAllGather, bytes, options, src == mine, kCall);
-  detail::MoveParams p{};
-  p.kind = plan.algorithm == Algorithm::kPush ? detail::MoveKind::kAllGatherPush
-                                              : detail::MoveKind::kAllGatherPull;
-  p.dst = static_cast<std::byte*>(dst);
-  p.src = static_cast<const std::byte*>(src);
-  p.bytes = bytes;
+  const detail::MoveParams p{.kind = plan.algorithm == Algorithm::kPush
+                                         ? detail::MoveKind::kAllGatherPush
+                                         : detail::MoveKind::kAllGatherPull,
+                             .dst = static_cast<std::byte*>(dst),
+                             .src = static_cast<const std::byte*>(src),
+                             .bytes = bytes};
   s.move(p, plan, stream);
 }
 
@@ -471,14 +471,13 @@ void Communicator::all_gather_2d_bytes(void* dst, std::size_t dst_pitch, const v
                            "dst_pitch");
   const Plan plan = s.plan(Collective::kAllGather, detail::checked_product(rows, row_bytes, kCall),
                            options, in_place, kCall);
-  detail::MoveParams p{};
-  p.kind = detail::MoveKind::kAllGather2d;
-  p.dst = static_cast<std::byte*>(dst);
-  p.src = static_cast<const std::byte*>(src);
-  p.bytes = row_bytes;
-  p.rows = rows;
-  p.dst_pitch = dst_pitch;
-  p.src_pitch = src_pitch;
+  const detail::MoveParams p{.kind = detail::MoveKind::kAllGather2d,
+                             .dst = static_cast<std::byte*>(dst),
+                             .src = static_cast<const std::byte*>(src),
+                             .bytes = row_bytes,
+                             .rows = rows,
+                             .dst_pitch = dst_pitch,
+                             .src_pitch = src_pitch};
   s.move(p, plan, stream);
 }
 
@@ -493,11 +492,10 @@ void Communicator::all_to_all_bytes(void* dst, const void* src, std::size_t byte
   detail::check_aliasing(dst, all, src, all, false, kCall, "dst", "src",
                          "all_to_all is out of place only");
   const Plan plan = s.plan(Collective::kAllToAll, bytes, options, false, kCall);
-  detail::MoveParams p{};
-  p.kind = detail::MoveKind::kAllToAll;
-  p.dst = static_cast<std::byte*>(dst);
-  p.src = static_cast<const std::byte*>(src);
-  p.bytes = bytes;
+  const detail::MoveParams p{.kind = detail::MoveKind::kAllToAll,
+                             .dst = static_cast<std::byte*>(dst),
+                             .src = static_cast<const std::byte*>(src),
+                             .bytes = bytes};
   s.move(p, plan, stream);
 }
 
@@ -524,16 +522,15 @@ void Communicator::all_to_allv_bytes(void* dst, const std::int64_t* recv_counts,
   // Sizes live on the device: the budget decides the grid.
   Options opts = options;
   const Plan plan = s.plan(Collective::kAllToAllv, std::size_t{1} << 40, opts, false, kCall);
-  detail::MoveParams p{};
-  p.kind = detail::MoveKind::kAllToAllv;
-  p.dst = static_cast<std::byte*>(dst);
-  p.src = static_cast<const std::byte*>(src);
-  p.bytes = 0;
-  p.recv_counts = recv_counts;
-  p.recv_offsets = recv_offsets;
-  p.send_counts = send_counts;
-  p.send_offsets = send_offsets;
-  p.element_bytes = element_bytes;
+  const detail::MoveParams p{.kind = detail::MoveKind::kAllToAllv,
+                             .dst = static_cast<std::byte*>(dst),
+                             .src = static_cast<const std::byte*>(src),
+                             .bytes = 0,
+                             .recv_counts = recv_counts,
+                             .recv_offsets = recv_offsets,
+                             .send_counts = send_counts,
+                             .send_offsets = send_offsets,
+                             .element_bytes = element_bytes};
   s.move(p, plan, stream);
 }
 
@@ -548,12 +545,11 @@ void Communicator::broadcast_bytes(void* dst, const void* src, std::size_t bytes
   detail::check_aliasing(dst, bytes, src, bytes, true, kCall, "dst", "src",
                          "in place means dst == src");
   const Plan plan = s.plan(Collective::kBroadcast, bytes, options, dst == src, kCall);
-  detail::MoveParams p{};
-  p.kind = detail::MoveKind::kBroadcast;
-  p.dst = static_cast<std::byte*>(dst);
-  p.src = static_cast<const std::byte*>(src);
-  p.bytes = bytes;
-  p.root = root;
+  const detail::MoveParams p{.kind = detail::MoveKind::kBroadcast,
+                             .dst = static_cast<std::byte*>(dst),
+                             .src = static_cast<const std::byte*>(src),
+                             .bytes = bytes,
+                             .root = root};
   s.move(p, plan, stream);
 }
 
@@ -573,12 +569,11 @@ void Communicator::gather_bytes(void* dst, const void* src, std::size_t bytes, i
                              "in place means src == dst + index() * count");
   }
   const Plan plan = s.plan(Collective::kGather, bytes, options, false, kCall);
-  detail::MoveParams p{};
-  p.kind = detail::MoveKind::kGather;
-  p.dst = static_cast<std::byte*>(dst);
-  p.src = static_cast<const std::byte*>(src);
-  p.bytes = bytes;
-  p.root = root;
+  const detail::MoveParams p{.kind = detail::MoveKind::kGather,
+                             .dst = static_cast<std::byte*>(dst),
+                             .src = static_cast<const std::byte*>(src),
+                             .bytes = bytes,
+                             .root = root};
   s.move(p, plan, stream);
 }
 
@@ -596,12 +591,11 @@ void Communicator::scatter_bytes(void* dst, const void* src, std::size_t bytes, 
     detail::check_aliasing(dst, bytes, src, all, false, kCall, "dst", "src",
                            "in place (on the root only) means dst == src + root * count");
   const Plan plan = s.plan(Collective::kScatter, bytes, options, false, kCall);
-  detail::MoveParams p{};
-  p.kind = detail::MoveKind::kScatter;
-  p.dst = static_cast<std::byte*>(dst);
-  p.src = static_cast<const std::byte*>(src);
-  p.bytes = bytes;
-  p.root = root;
+  const detail::MoveParams p{.kind = detail::MoveKind::kScatter,
+                             .dst = static_cast<std::byte*>(dst),
+                             .src = static_cast<const std::byte*>(src),
+                             .bytes = bytes,
+                             .root = root};
   s.move(p, plan, stream);
 }
 
@@ -615,11 +609,10 @@ void Communicator::send_bytes(const void* src, std::size_t bytes, int peer, cuda
   if (bytes == 0) return;
   s.heap_check(src, bytes, kCall, "src");
   const Plan plan = s.plan(Collective::kSendRecv, bytes, options, false, kCall);
-  detail::MoveParams p{};
-  p.kind = detail::MoveKind::kSend;
-  p.src = static_cast<const std::byte*>(src);
-  p.bytes = bytes;
-  p.peer = s.team.world_rank(peer);
+  const detail::MoveParams p{.kind = detail::MoveKind::kSend,
+                             .src = static_cast<const std::byte*>(src),
+                             .bytes = bytes,
+                             .peer = s.team.world_rank(peer)};
   s.move(p, plan, stream);
 }
 
@@ -633,19 +626,16 @@ void Communicator::recv_bytes(void* dst, std::size_t bytes, int peer, cudaStream
   if (bytes == 0) return;
   s.heap_check(dst, bytes, kCall, "dst");
   const Plan plan = s.plan(Collective::kSendRecv, bytes, options, false, kCall);
-  detail::MoveParams p{};
-  p.kind = detail::MoveKind::kRecv;
-  p.dst = static_cast<std::byte*>(dst);
-  p.bytes = bytes;
-  p.peer = s.team.world_rank(peer);
+  const detail::MoveParams p{.kind = detail::MoveKind::kRecv,
+                             .dst = static_cast<std::byte*>(dst),
+                             .bytes = bytes,
+                             .peer = s.team.world_rank(peer)};
   s.move(p, plan, stream);
 }
 
 void Communicator::barrier(cudaStream_t stream) {
   const State& s = *state_;
-  detail::MoveParams p{};
-  p.kind = detail::MoveKind::kBarrier;
-  p.bytes = 0;
+  const detail::MoveParams p{.kind = detail::MoveKind::kBarrier, .bytes = 0};
   Plan plan;
   plan.blocks = 1;
   s.move(p, plan, stream);
