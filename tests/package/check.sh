@@ -23,9 +23,14 @@ case $mode in
     cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
     test -x "$scratch/prefix/bin/iris-run"
     config=(-DCMAKE_PREFIX_PATH="$scratch/prefix")
+    # A build with iris::ops installs it, and the consumer then asks for it as a component.
+    if [ -n "$(find "$build" -maxdepth 2 -name 'libiris_ops.a' -print -quit)" ]; then
+      config+=(-DIRIS_CONSUMER_OPS=ON)
+    fi
     ;;
   add_subdirectory)
-    config=(-DIRIS_SOURCE_DIR="$(cd "$here/../.." && pwd)")
+    # iris::ops stays off here: the install mode checks it, and its kernels take minutes.
+    config=(-DIRIS_SOURCE_DIR="$(cd "$here/../.." && pwd)" -DIRIS_BUILD_OPS=OFF)
     ;;
   *)
     echo "check.sh: unknown mode '$mode' (install or add_subdirectory)" >&2
