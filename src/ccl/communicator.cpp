@@ -25,7 +25,10 @@ using detail::kMaxChannels;
 
 /// Bytes a block handles at least before the next block is added, by default.
 constexpr std::size_t kDefaultChunkBytes = std::size_t{64} << 10;
-constexpr std::size_t kDefaultPacketChunkBytes = std::size_t{4} << 10;
+/// The one-shot packets': one packet (8 payload bytes) per thread of a default 256-thread block,
+/// so that each thread's wait is one read of every member's packet (reduce_kernels.cu) and a
+/// message spreads over more blocks rather than over more packets per thread.
+constexpr std::size_t kDefaultPacketChunkBytes = std::size_t{2} << 10;
 
 /// What each rank tells the others at construction, to size the default SM budget.
 struct PeerInfo {
