@@ -108,6 +108,14 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool unpack_packet(std::uint64_t lo, std::uint64
   return true;
 }
 
+/// The slow path of a packet that had not arrived at the first read: the bounded wait, kept out
+/// of line so that the unrolled fast path stays small (registers).
+__noinline__ IRIS_DEVICE_FN std::uint64_t wait_packet(const iris::device::Context& ctx,
+                                                      const iris::device::packet* slot,
+                                                      std::uint32_t flag, int from) {
+  return iris::device::packet_wait(ctx, slot, flag, from);
+}
+
 /// One-shot all_reduce in packets. Every rank writes its input, as packets flagged with the
 /// epoch, into its own slots on every other rank (parity epoch % 2), then reduces, in team
 /// order, its own input with what the others' packets carry. No exchange of flags: the packets
@@ -173,7 +181,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         if (k == comm.index) {
           word = iris::device::detail::gather_word(src, i * 8, bytes);
         } else if (!unpack_packet(lo[j], hi[j], flag, word)) {
-          word = iris::device::packet_wait(ctx, region(k) + i, flag, comm.world_rank(k));
+          word = wait_packet(ctx, region(k) + i, flag, comm.world_rank(k));
         }
         T e[E];
         memcpy(e, &word, sizeof(e));
