@@ -25,7 +25,10 @@ using detail::kMaxChannels;
 
 /// Bytes a block handles at least before the next block is added, by default.
 constexpr std::size_t kDefaultChunkBytes = std::size_t{64} << 10;
-constexpr std::size_t kDefaultPacketChunkBytes = std::size_t{4} << 10;
+/// The one-shot packets': one packet (8 payload bytes) per thread of a default 256-thread block,
+/// so that each thread's wait is one read of every member's packet (reduce_kernels.cu) and a
+/// message spreads over more blocks rather than over more packets per thread.
+constexpr std::size_t kDefaultPacketChunkBytes = std::size_t{2} << 10;
 
 /// What each rank tells the others at construction, to size the default SM budget.
 struct PeerInfo {
@@ -77,6 +80,9 @@ struct Communicator::State {
   int index = 0;
   CommunicatorOptions options;
   void* workspace = nullptr;
+  /// Block c of every member meets on channel c (detail/sync.hpp); one channel per block of the
+  /// largest grid a call launches.
+  Barriers barriers;
   int max_blocks = 1;       ///< SM budget of the reducing collectives
   int move_max_blocks = 1;  ///< SM budget of the others
   TuningTable table;
@@ -84,7 +90,8 @@ struct Communicator::State {
   detail::HeapRange heap;
 
   device::Communicator handle() const {
-    return {ctx->device(), team, index, static_cast<std::byte*>(workspace), options.packet_bytes};
+    return {ctx->device(),    team, index, static_cast<std::byte*>(workspace), options.packet_bytes,
+            barriers.device()};
   }
 
   std::size_t one_shot_capacity() const {
@@ -256,6 +263,9 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   const std::size_t bytes = detail::kControlBytes + options.packet_bytes;
   s.workspace = ctx.allocate_bytes(bytes, 256);
   IRIS_CUDA_CHECK(cudaMemset(s.workspace, 0, bytes));
+  // Collective over the world like the workspace (ranks outside the team get a handle they
+  // never use); zeroed, with a barrier after, like zeros().
+  s.barriers = ctx.make_barriers(team, kMaxChannels);
   ctx.barrier();  // every rank's workspace is zero before any kernel signals into it
 }
 
@@ -263,6 +273,7 @@ Communicator::~Communicator() {
   if (!state_ || state_->workspace == nullptr) return;
   try {
     state_->ctx->barrier();
+    state_->barriers = Barriers();  // frees, collectively, in the same order on every rank
     state_->ctx->free_bytes(state_->workspace);
   } catch (...) {
     // A device report has already been thrown to the caller of an earlier synchronization, or

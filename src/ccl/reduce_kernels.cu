@@ -98,12 +98,33 @@ __global__ void __launch_bounds__(kMaxThreads)
   device::end(comm, epoch);
 }
 
+/// The payload of a packet read as its two halves (iris/device/packet.hpp), when both carry
+/// `flag`.
+IRIS_DEVICE_FN IRIS_FORCEINLINE bool unpack_packet(std::uint64_t lo, std::uint64_t hi,
+                                                   std::uint32_t flag, std::uint64_t& payload) {
+  if (static_cast<std::uint32_t>(lo >> 32) != flag || static_cast<std::uint32_t>(hi >> 32) != flag)
+    return false;
+  payload = (hi & 0xffffffffu) << 32 | (lo & 0xffffffffu);
+  return true;
+}
+
+/// The slow path of a packet that had not arrived at the first read: the bounded wait, kept out
+/// of line so that the unrolled fast path stays small (registers).
+__noinline__ IRIS_DEVICE_FN std::uint64_t wait_packet(const iris::device::Context& ctx,
+                                                      const iris::device::packet* slot,
+                                                      std::uint32_t flag, int from) {
+  return iris::device::packet_wait(ctx, slot, flag, from);
+}
+
 /// One-shot all_reduce in packets. Every rank writes its input, as packets flagged with the
 /// epoch, into its own slots on every other rank (parity epoch % 2), then reduces, in team
 /// order, its own input with what the others' packets carry. No exchange of flags: the packets
-/// are the flags. A rank reuses a parity's slots two calls later, by which time every reader of
-/// them has finished (it must have sent its packets of the call between, which it does only
-/// after its previous call ended).
+/// are the flags (signals, not barriers: ccl/detail/sync.hpp). A thread owns packets i, i +
+/// blockDim, ...: for each it reads every member's packet at once (up to kMembersInFlight
+/// loads in flight) and waits only for those not there yet, so the wait costs about one read's
+/// latency rather than one per member. A rank reuses a parity's slots two calls later, by which
+/// time every reader of them has finished (it must have sent its packets of the call between, which
+/// it does only after its previous call ended).
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads)
     all_reduce_packets_kernel(const __grid_constant__ PacketParams p) {
@@ -144,15 +165,30 @@ __global__ void __launch_bounds__(kMaxThreads)
   constexpr int E = sizeof(T) <= 8 ? 8 / sizeof(T) : 1;
   for (std::size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
     acc_t<T> acc[E];
-    for (int k = 0; k < members; ++k) {
-      const std::uint64_t word =
-          k == comm.index ? iris::device::detail::gather_word(src, i * 8, bytes)
-                          : iris::device::packet_wait(ctx, region(k) + i, flag, comm.world_rank(k));
-      T e[E];
-      memcpy(e, &word, sizeof(e));
+    for (int k0 = 0; k0 < members; k0 += kMembersInFlight) {
+      // One read of every member's packet first, all in flight at once; only the packets that
+      // had not arrived yet are waited for, one by one. The reduction stays in team order.
+      std::uint64_t lo[kMembersInFlight] = {}, hi[kMembersInFlight] = {};
 #pragma unroll
-      for (int x = 0; x < E; ++x)
-        acc[x] = k == 0 ? widen<T>(e[x]) : combine(p.op, acc[x], widen<T>(e[x]));
+      for (int j = 0; j < kMembersInFlight; ++j)
+        if (k0 + j < members && k0 + j != comm.index)
+          iris::device::detail::packet_load_raw(region(k0 + j) + i, lo[j], hi[j]);
+#pragma unroll
+      for (int j = 0; j < kMembersInFlight; ++j) {
+        const int k = k0 + j;
+        if (k >= members) break;
+        std::uint64_t word;
+        if (k == comm.index) {
+          word = iris::device::detail::gather_word(src, i * 8, bytes);
+        } else if (!unpack_packet(lo[j], hi[j], flag, word)) {
+          word = wait_packet(ctx, region(k) + i, flag, comm.world_rank(k));
+        }
+        T e[E];
+        memcpy(e, &word, sizeof(e));
+#pragma unroll
+        for (int x = 0; x < E; ++x)
+          acc[x] = k == 0 ? widen<T>(e[x]) : combine(p.op, acc[x], widen<T>(e[x]));
+      }
     }
     T out[E];
 #pragma unroll

@@ -1,6 +1,8 @@
 // Many collectives back to back on one stream with no host synchronization, each with its own
-// input and output, all verified at the end; and a CUDA graph of mixed collectives replayed
-// hundreds of times, its inputs advancing inside the graph, verified after the last replay.
+// input and output, all verified at the end; a CUDA graph of mixed collectives replayed a
+// thousand times, its inputs advancing inside the graph, verified after the last replay; and
+// two communicators running collectives at once on two streams (each on its own barrier
+// channels and workspace), verified.
 // Every rank draws the same random sequence (same seed), as every member must make the same
 // calls.
 #include <gtest/gtest.h>
@@ -16,7 +18,7 @@ namespace {
 using namespace ccl_test;
 using iris_test::context;
 
-constexpr std::size_t kArenaBytes = std::size_t{40} << 20;
+constexpr int kCalls = 10000;
 
 enum class Kind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll };
 
@@ -34,20 +36,19 @@ int value(int rank, std::size_t call, std::size_t i) {
   return static_cast<int>((i * 5 + call * 11 + static_cast<std::size_t>(rank) * 3) % 97) - 48;
 }
 
-TEST(CclStress, ThousandRandomCollectivesBackToBackNoHostSync) {
+TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
   iris::Context& ctx = context();
   auto& comm = world();
   const int n = comm.size();
-  auto* a = static_cast<std::int32_t*>(ctx.allocate_bytes(kArenaBytes));
-  auto* b = static_cast<std::int32_t*>(ctx.allocate_bytes(kArenaBytes));
   std::mt19937_64 rng(12345);
   std::vector<Call> calls;
   std::size_t in = 0, out = 0;
-  const std::size_t limit = kArenaBytes / sizeof(std::int32_t);
-  for (int c = 0; c < 1000; ++c) {
+  for (int c = 0; c < kCalls; ++c) {
     Call call{};
     call.kind = static_cast<Kind>(rng() % 5);
-    call.count = 1 + rng() % (c % 10 == 0 ? 20000 : 700);
+    // Mostly small (the packet and latency paths), one in 50 up to 20000 elements (several
+    // blocks, the bandwidth paths); every call has its own input and output.
+    call.count = 1 + rng() % (c % 50 == 0 ? 20000 : 700);
     const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax};
     call.op = ops[rng() % 3];
     const Algorithm ar[] = {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot};
@@ -60,13 +61,16 @@ TEST(CclStress, ThousandRandomCollectivesBackToBackNoHostSync) {
         call.kind == Kind::kReduceScatter || call.kind == Kind::kAllToAll ? n : 1;
     const std::size_t parts_out =
         call.kind == Kind::kAllGather || call.kind == Kind::kAllToAll ? n : 1;
-    if (in + parts_in * call.count + 4 > limit || out + parts_out * call.count + 4 > limit) break;
     call.in = in;
     call.out = out;
     in += (parts_in * call.count + 3) / 4 * 4;  // keep 16-byte alignment
     out += (parts_out * call.count + 3) / 4 * 4;
     calls.push_back(call);
   }
+  ASSERT_EQ(calls.size(), static_cast<std::size_t>(kCalls));
+  // The same sizes on every rank (the same draws and team size): the allocations line up.
+  auto* a = static_cast<std::int32_t*>(ctx.allocate_bytes((in + 4) * sizeof(std::int32_t)));
+  auto* b = static_cast<std::int32_t*>(ctx.allocate_bytes((out + 4) * sizeof(std::int32_t)));
   // Inputs of every call, then the outputs poisoned, then every call without a host sync.
   std::vector<std::int32_t> host(in);
   for (std::size_t c = 0; c < calls.size(); ++c) {
@@ -188,7 +192,7 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  constexpr int kReplays = 500;
+  constexpr int kReplays = 1000;
   for (int i = 0; i < kReplays; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 
@@ -216,6 +220,102 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
   ctx.barrier();
   ctx.free_bytes(b);
   ctx.free_bytes(a);
+}
+
+/// Element i of the input that stream `s` of world rank r uses in round j (advanced in-stream
+/// by add_one after each round).
+int stream_value(int s, int r, std::size_t i) {
+  return static_cast<int>((i * 3 + static_cast<std::size_t>(r) * 17 + s * 5) % 89) - 44;
+}
+
+TEST(CclStreams, TwoCommunicatorsRunCollectivesAtOnceOnTwoStreams) {
+  iris::Context& ctx = context();
+  auto& first = world();
+  // A second communicator of the same team: its own workspace and barrier channels (made
+  // collectively here, freed collectively at the end of the test).
+  iris::ccl::Communicator second(ctx);
+  const int n = first.size();
+  constexpr int kRounds = 120;
+  constexpr std::size_t kReduceCount = 3001;   // all_reduce: packets, pull, two-shot by turns
+  constexpr std::size_t kGatherCount = 20011;  // all_gather, several blocks
+  constexpr std::size_t kScatterCount = 2999;  // reduce_scatter on the second stream too
+  auto* in1 = static_cast<std::int32_t*>(ctx.allocate_bytes(kReduceCount * sizeof(std::int32_t)));
+  auto* in2 = static_cast<std::int32_t*>(
+      ctx.allocate_bytes(n * kScatterCount * sizeof(std::int32_t) + kGatherCount * 4));
+  const std::size_t out1_count = kRounds * kReduceCount;
+  const std::size_t out2_count = kRounds * (n * kGatherCount + kScatterCount);
+  auto* out1 = static_cast<std::int32_t*>(ctx.allocate_bytes(out1_count * sizeof(std::int32_t)));
+  auto* out2 = static_cast<std::int32_t*>(ctx.allocate_bytes(out2_count * sizeof(std::int32_t)));
+  std::int32_t* gather_in = in2 + n * kScatterCount;
+  {
+    std::vector<std::int32_t> h1(kReduceCount), h2(n * kScatterCount + kGatherCount);
+    for (std::size_t i = 0; i < h1.size(); ++i) h1[i] = stream_value(1, ctx.rank(), i);
+    for (std::size_t i = 0; i < h2.size(); ++i) h2[i] = stream_value(2, ctx.rank(), i);
+    upload(in1, h1.data(), h1.size() * sizeof(std::int32_t));
+    upload(in2, h2.data(), h2.size() * sizeof(std::int32_t));
+  }
+  poison(out1, out1_count * sizeof(std::int32_t));
+  poison(out2, out2_count * sizeof(std::int32_t));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ctx.barrier();
+
+  cudaStream_t s1, s2;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
+  const Algorithm kReduceAlgorithms[] = {Algorithm::kOneShot, Algorithm::kOneShotPull,
+                                         Algorithm::kTwoShot};
+  // Issued round by round, alternating streams, with no host synchronization: the two streams'
+  // kernels overlap on the GPU. Each round advances its stream's inputs in-stream afterwards.
+  for (int j = 0; j < kRounds; ++j) {
+    first.all_reduce(out1 + j * kReduceCount, in1, kReduceCount, ReduceOp::kSum, s1,
+                     {.algorithm = kReduceAlgorithms[j % 3]});
+    add_one<<<8, 256, 0, s1>>>(in1, kReduceCount);
+    std::int32_t* o2 = out2 + j * (n * kGatherCount + kScatterCount);
+    second.all_gather(o2, gather_in, kGatherCount, s2,
+                      {.algorithm = j % 2 ? Algorithm::kPush : Algorithm::kPull});
+    second.reduce_scatter(o2 + n * kGatherCount, in2, kScatterCount, ReduceOp::kSum, s2);
+    add_one<<<8, 256, 0, s2>>>(in2, n * kScatterCount + kGatherCount);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(s1), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s2), cudaSuccess);
+
+  const auto got1_bytes = download(out1, out1_count * sizeof(std::int32_t));
+  const auto got2_bytes = download(out2, out2_count * sizeof(std::int32_t));
+  const auto* got1 = reinterpret_cast<const std::int32_t*>(got1_bytes.data());
+  const auto* got2 = reinterpret_cast<const std::int32_t*>(got2_bytes.data());
+  const auto ranks = members(first);
+  std::size_t wrong = 0;
+  auto check = [&](std::int32_t got, std::int32_t want, const char* what, int j, std::size_t i) {
+    if (got == want) return;
+    if (wrong++ < 5)
+      ADD_FAILURE() << what << " round " << j << " element " << i << " is " << got << ", want "
+                    << want;
+  };
+  for (int j = 0; j < kRounds; ++j) {
+    for (std::size_t i = 0; i < kReduceCount; ++i) {
+      std::int32_t want = 0;
+      for (int r : ranks) want += stream_value(1, r, i) + j;
+      check(got1[j * kReduceCount + i], want, "all_reduce", j, i);
+    }
+    const std::int32_t* o2 = got2 + j * (n * kGatherCount + kScatterCount);
+    for (std::size_t i = 0; i < n * kGatherCount; ++i)
+      check(o2[i],
+            stream_value(2, ranks[i / kGatherCount], n * kScatterCount + i % kGatherCount) + j,
+            "all_gather", j, i);
+    for (std::size_t i = 0; i < kScatterCount; ++i) {
+      std::int32_t want = 0;
+      for (int r : ranks) want += stream_value(2, r, first.index() * kScatterCount + i) + j;
+      check(o2[n * kGatherCount + i], want, "reduce_scatter", j, i);
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+  ctx.barrier();
+  ctx.free_bytes(out2);
+  ctx.free_bytes(out1);
+  ctx.free_bytes(in2);
+  ctx.free_bytes(in1);
 }
 
 TEST(CclDeterminism, RandomFloatsGiveTheSameBitsOnEveryRankAndAlgorithm) {

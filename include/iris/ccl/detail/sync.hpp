@@ -1,25 +1,38 @@
-// Cross-rank synchronisation inside iris::ccl: data-ready flags with epochs, kept in the
-// communicator's workspace. Every flag only grows, lives on the device, and is never reset, so a
-// kernel that uses them replays in a CUDA graph any number of times and needs no host step per
-// call. Everything ccl synchronises goes through this header (so that it can move onto the
-// device API's barrier objects in one place). Not public.
+// Cross-rank synchronisation inside iris::ccl, in one place. Two mechanisms of the device API,
+// each for its own concept, and one local count. Not public.
+//
+// Barriers: block c of every team member meets block c of every other member (team_exchange).
+// They run on the communicator's barrier object (iris/device/barrier.hpp), made once when the
+// communicator is made: one channel per block of the largest grid ccl launches (kMaxChannels),
+// block c on channel c. The arrival epoch is not the channel's next one but a number the call
+// derives from the team's epoch (below): exchange_value(epoch, step) = epoch * kStepsPerEpoch +
+// step (detail::arrive_at), so every member agrees on it without talking, whatever grids the
+// calls before had, and a timeout report names the collective and step (the operation), the
+// channel, the missing rank and the values.
+//
+// Signals: data-ready flags that carry a value (the send/recv handshake's ready and done, the
+// one-shot all_reduce's packets, the argument check's packets) are signals of
+// iris/device/signal.hpp and iris/device/packet.hpp, one writer and one reader each, in the
+// communicator's workspace (workspace.hpp); announce/await below name them. They are not
+// barriers: nobody waits for the whole team.
 //
 // Epochs. A team's collectives are counted by Control::team on every member: each kernel's
 // blocks read the count at their start (epoch = count + 1) and the last block to finish stores
 // the new count, so the next kernel on the stream sees it (kernel boundaries order it); every
 // member runs the same collectives in the same order, so all agree on the epoch without talking.
+// The count is this rank's own (no other rank reads it); a send/recv pair counts its calls the
+// same way (Control::send/recv).
 //
-// Exchanges. Block c of every member meets block c of every other member on channel c: thread k
-// stores a value on member k's slot sync[c][me] (release, system scope, after the block synced,
-// so the whole block's earlier writes come first) and waits (acquire, bounded) until its own
-// slot sync[c][k] reaches the value; the block syncs again. Values are
-// epoch * kStepsPerEpoch + step, so they grow across calls and across the steps of one call.
+// No reset: barrier epochs, signals and counts only grow and live on the device, so a kernel
+// that uses them replays in a CUDA graph any number of times and needs no host step per call.
 #pragma once
 
 #include <cstdint>
 
 #include "iris/ccl/detail/workspace.hpp"
 #include "iris/ccl/handle.hpp"
+#include "iris/device/barrier.hpp"
+#include "iris/device/coop.hpp"
 #include "iris/device/detail/barrier_impl.hpp"
 #include "iris/device/detail/wait.hpp"
 #include "iris/device/signal.hpp"
@@ -58,7 +71,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t exchange_value(std::uint64_t epoch
   return epoch * kStepsPerEpoch + step;
 }
 
-/// Reports and traps unless `channel` is one the workspace has.
+/// Reports and traps unless `channel` is one the workspace's send/recv slots have.
 IRIS_DEVICE_FN IRIS_FORCEINLINE void check_channel(const device::Communicator& comm, int channel,
                                                    const char* operation) {
   if (channel < 0 || channel >= kMaxChannels) {
@@ -71,23 +84,17 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void check_channel(const device::Communicator& c
   }
 }
 
-/// The whole block meets the same channel of every team member at `value` (see the top).
-/// Ordering: every write the block made before, to any rank, is visible to every member's block
-/// after it.
+/// The whole block meets block `channel` of every team member at `value` (exchange_value of the
+/// call's epoch and a step above the block's earlier steps in the call), on the communicator's
+/// barrier object. Ordering: every write the block made before, to any rank, is visible to every
+/// member's block after it (the barrier's guarantee).
 IRIS_DEVICE_FN inline void team_exchange(const device::Communicator& comm, int channel,
                                          std::uint64_t value, const char* operation) {
-  check_channel(comm, channel, operation);
-  Control* c = control(comm);
-  __syncthreads();
-  const int n = comm.team.size;
-  for (int k = static_cast<int>(threadIdx.x); k < n; k += static_cast<int>(blockDim.x))
-    iris::device::signal_set(comm.ctx, &c->sync[channel][comm.index], value, comm.world_rank(k));
-  for (int k = static_cast<int>(threadIdx.x); k < n; k += static_cast<int>(blockDim.x)) {
-    iris::device::detail::wait_for<cuda::memory_order_acquire, cuda::thread_scope_system>(
-        comm.ctx, operation, &c->sync[channel][k], comm.ctx.rank(), cmp::ge, value,
-        {.what = iris::device::detail::Awaited::kRank, .rank = comm.world_rank(k)});
-  }
-  __syncthreads();
+  namespace dd = iris::device::detail;
+  const iris::block block;
+  dd::wait_on(block, comm.ctx, comm.barriers,
+              dd::arrive_at(block, comm.ctx, comm.barriers, channel, value, operation), operation,
+              dd::Awaited::kChannelRank);
 }
 
 /// One thread: announces `value` in `slot` on world rank `to` (release, system scope).

@@ -1,10 +1,12 @@
 // The layout of a communicator's workspace (one symmetric allocation, zeroed when the
 // communicator is made; the same offsets on every rank). Not public.
 //
-//   Control         epochs of the team's collectives and of each send/recv pair, the flag
-//                   slots kernels exchange (see sync.hpp), and the argument check's packets
+//   Control         counts of the team's collectives and of each send/recv pair, the send/recv
+//                   handshake's signals (see sync.hpp), and the argument check's packets
 //                   (args.hpp)
 //   packets         packet slots of the one-shot all_reduce: [parity][sender][packet]
+// The block-to-block barriers are not here: they run on the communicator's barrier object
+// (device::Communicator::barriers), which has its own memory.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +14,8 @@
 
 namespace iris::ccl::detail {
 
-/// Blocks one collective runs on at most: each block has its own flag channel.
+/// Blocks one collective runs on at most: each block has its own barrier channel and send/recv
+/// slots.
 inline constexpr int kMaxChannels = 128;
 /// Members of a team, and world ranks a send/recv may name.
 inline constexpr int kMaxRanks = 128;
@@ -33,8 +36,6 @@ struct Control {
   EpochCounter team;             ///< collectives of the team (every member runs each one)
   EpochCounter send[kMaxRanks];  ///< sends to world rank r
   EpochCounter recv[kMaxRanks];  ///< receives from world rank r
-  /// sync[c][k]: the newest value team member k signalled to this rank on channel c.
-  alignas(kLine) std::uint64_t sync[kMaxChannels][kMaxRanks];
   /// ready[c][r]: the send sequence world rank r announced to this rank (a send to it).
   alignas(kLine) std::uint64_t ready[kMaxChannels][kMaxRanks];
   /// done[c][r]: the send sequence world rank r has finished reading from this rank.

@@ -104,6 +104,30 @@ IRIS_DEVICE_FN inline void meet_ranks(const Context& ctx, BarrierChannel* channe
           Awaited::kRank);
 }
 
+/// arrive_on at an epoch the caller chooses instead of the channel's next one: for users that
+/// number their rounds themselves (iris::ccl: the call's epoch and the step within the call), so
+/// that a channel may sit out some rounds and every member still agrees on what it waits for.
+/// `epoch` must be above every epoch this rank arrived at on the channel before; it also becomes
+/// the channel's local epoch, so a later arrive_on continues above it. wait_on waits for it.
+template <class G>
+IRIS_DEVICE_FN IRIS_FORCEINLINE barrier_token arrive_at(G group, const Context& ctx,
+                                                        const Barriers& bars, int channel,
+                                                        std::uint64_t epoch,
+                                                        const char* operation) {
+  check_channel(ctx, bars, channel, operation);
+  std::uint64_t* state = bars.slots(channel);
+  std::uint64_t* slots = state + kEpochSlots;
+  // Publishes every member's earlier writes with the releases below (signal.hpp, rule (b)).
+  group.sync();
+  const iris::team& t = bars.team();
+  const int n = static_cast<int>(group.num_threads());
+  const int first = static_cast<int>(group.thread_rank());
+  if (first == 0) relaxed_cta::store(state, epoch);
+  for (int i = first; i < t.size; i += n)
+    release_sys::store(ctx.translate_unchecked(slots + bars.member(), t.world_rank(i)), epoch);
+  return {channel, epoch};
+}
+
 }  // namespace iris::device::detail
 
 namespace iris::device {
