@@ -8,15 +8,17 @@
 // baseline of cuBLAS + an all-gather of the column blocks with device-API puts. NCCL is not run
 // when ranks share a GPU (it refuses two ranks on one device); the table says so.
 //
-// With --tune out.json (several ranks), the workgroup-specialized pattern is also run with 8 and
-// 32 sending blocks, and rank 0 writes the fastest pattern and split per shape as a kAuto table
-// (point it IRIS_OPS_TUNING at the file; docs/ops.md). --shapes N runs the first N shapes only.
+// With --tune out.json (several ranks), the workgroup-specialized pattern is also run with half
+// and twice its default sending blocks, and rank 0 writes the fastest pattern and split per shape
+// as a kAuto table (point it IRIS_OPS_TUNING at the file; docs/ops.md). --shapes N runs the first N
+// shapes only.
 //
 //   ./bench_gemm_all_scatter [--json gemm.json] [--samples 10]
 //   iris-run -n 4 ./bench_gemm_all_scatter --json gemm_all_scatter_n4.json [--tune t.json]
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -143,6 +145,9 @@ void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats, cons
   bool shared_gpu = false;
   for (int r = 0; r < world; ++r)
     for (int q = 0; q < r; ++q) shared_gpu |= devices[r] >= 0 && devices[r] == devices[q];
+  int sharing = 0;
+  for (int r = 0; r < world; ++r) sharing += devices[r] == devices[me];
+  const int default_senders = std::max(2, (16 / std::max(1, sharing) + 1) / 2 * 2);
   std::vector<iris::bench::Row> rows;
   const auto lined_up = [&] { ctx.device_barrier(stream); };
   for (const Shape& s : shapes) {
@@ -178,9 +183,12 @@ void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats, cons
                                      {iris::ops::AllScatterPattern::kFusedSequential, 0},
                                      {iris::ops::AllScatterPattern::kProducerConsumer, 0},
                                      {iris::ops::AllScatterPattern::kWorkgroupSpecialized, 0}};
+    // --tune: also half and twice the op's default senders (16 per GPU, divided among the
+    // ranks sharing it, in whole 2-block clusters), so that the GEMM keeps most of its share.
     if (!tune.empty())
-      for (int blocks : {8, 32})
-        variants.push_back({iris::ops::AllScatterPattern::kWorkgroupSpecialized, blocks});
+      for (int blocks : {std::max(2, default_senders / 4 * 2), 2 * default_senders})
+        if (blocks != default_senders)
+          variants.push_back({iris::ops::AllScatterPattern::kWorkgroupSpecialized, blocks});
     iris::ops::detail::AllScatterTuningEntry best{world, s.m, s.n, s.k};
     double best_ms = 0;
     for (const Variant& v : variants) {
