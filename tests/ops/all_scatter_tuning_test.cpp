@@ -4,6 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
 #include "iris/host/error.hpp"
 #include "iris/ops/detail/all_scatter_tuning.hpp"
 
@@ -83,6 +87,20 @@ TEST(AllScatterTuning, RefusesMalformedTablesWithASentence) {
               testing::HasSubstr("unknown key \"sms\""));
   EXPECT_THAT(refusal(R"({"gemm_all_scatter": [)"), testing::HasSubstr("t.json"));
   EXPECT_THROW(AllScatterTuning::from_file("/nonexistent/iris_ops_tuning.json"), iris::Error);
+}
+
+// The only test of this binary that asks for current(), which reads the variable once.
+TEST(AllScatterTuning, CurrentReadsTheFileNamedByTheVariable) {
+  const std::string path = testing::TempDir() + "iris_ops_tuning_test.json";
+  std::ofstream(path) << R"({"gemm_all_scatter": [{"world": 2, "m": 64, "n": 64, "k": 64,
+      "pattern": "producer_consumer", "comm_blocks": 6}]})";
+  ASSERT_EQ(setenv(iris::ops::detail::kAllScatterTuningEnv, path.c_str(), 1), 0);
+  const auto& table = AllScatterTuning::current();
+  ASSERT_EQ(table.entries().size(), 1u);
+  const auto c = table.choose(2, 4096, 4096, 4096);
+  EXPECT_EQ(c.pattern, AllScatterPattern::kProducerConsumer);
+  EXPECT_EQ(c.comm_blocks, 6);
+  unsetenv(iris::ops::detail::kAllScatterTuningEnv);
 }
 
 }  // namespace
