@@ -8,16 +8,24 @@
 // baseline of cuBLAS + an all-gather of the column blocks with device-API puts. NCCL is not run
 // when ranks share a GPU (it refuses two ranks on one device); the table says so.
 //
+// With --tune out.json (several ranks), the workgroup-specialized pattern is also run with half
+// and twice its default sending blocks, and rank 0 writes the fastest pattern and split per shape
+// as a kAuto table (point it IRIS_OPS_TUNING at the file; docs/ops.md). --shapes N runs the first N
+// shapes only.
+//
 //   ./bench_gemm_all_scatter [--json gemm.json] [--samples 10]
-//   iris-run -n 4 ./bench_gemm_all_scatter --json gemm_all_scatter_n4.json
+//   iris-run -n 4 ./bench_gemm_all_scatter --json gemm_all_scatter_n4.json [--tune t.json]
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "iris/iris.hpp"
+#include "iris/ops/detail/all_scatter_tuning.hpp"
 #include "iris/ops/gemm.hpp"
 #include "iris/ops/gemm_all_scatter.hpp"
 #include "report.hpp"
@@ -120,12 +128,14 @@ void single_rank(iris::Context& ctx, const iris::bench::Repeats& repeats, const 
   cublasDestroy(handle);
 }
 
-void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats,
-                   const std::string& json) {
+void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats, const std::string& json,
+                   const std::string& tune, int shape_count) {
   const int world = ctx.world_size(), me = ctx.rank();
   // (M, N of all ranks together, K)
-  const std::vector<Shape> shapes = {
+  std::vector<Shape> shapes = {
       {1024, 4096, 14336}, {4096, 4096, 14336}, {1024, 8192, 28672}, {4096, 8192, 28672}};
+  if (shape_count > 0 && shape_count < static_cast<int>(shapes.size())) shapes.resize(shape_count);
+  std::vector<iris::ops::detail::AllScatterTuningEntry> tuned;
   cublasHandle_t handle;
   cublas_check(cublasCreate(&handle), "cublasCreate");
   cudaStream_t stream;
@@ -135,6 +145,9 @@ void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats,
   bool shared_gpu = false;
   for (int r = 0; r < world; ++r)
     for (int q = 0; q < r; ++q) shared_gpu |= devices[r] >= 0 && devices[r] == devices[q];
+  int sharing = 0;
+  for (int r = 0; r < world; ++r) sharing += devices[r] == devices[me];
+  const int default_senders = std::max(2, (16 / std::max(1, sharing) + 1) / 2 * 2);
   std::vector<iris::bench::Row> rows;
   const auto lined_up = [&] { ctx.device_barrier(stream); };
   for (const Shape& s : shapes) {
@@ -162,16 +175,46 @@ void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats,
     row.number("ranks", world, "%.0f").number("M", s.m, "%.0f").number("N", s.n, "%.0f");
     row.number("K", s.k, "%.0f").number("cublas_gemm_ms", gemm_only);
     row.number("cublas+all_gather_ms", baseline);
-    for (auto pattern : {iris::ops::AllScatterPattern::kBulkSynchronous,
-                         iris::ops::AllScatterPattern::kFusedSequential,
-                         iris::ops::AllScatterPattern::kProducerConsumer}) {
+    struct Variant {
+      iris::ops::AllScatterPattern pattern;
+      int comm_blocks;
+    };
+    std::vector<Variant> variants = {{iris::ops::AllScatterPattern::kBulkSynchronous, 0},
+                                     {iris::ops::AllScatterPattern::kFusedSequential, 0},
+                                     {iris::ops::AllScatterPattern::kProducerConsumer, 0},
+                                     {iris::ops::AllScatterPattern::kWorkgroupSpecialized, 0}};
+    // --tune: also half and twice the op's default senders (16 per GPU, divided among the
+    // ranks sharing it, in whole 2-block clusters), so that the GEMM keeps most of its share.
+    if (!tune.empty())
+      for (int blocks : {std::max(2, default_senders / 4 * 2), 2 * default_senders})
+        if (blocks != default_senders)
+          variants.push_back({iris::ops::AllScatterPattern::kWorkgroupSpecialized, blocks});
+    iris::ops::detail::AllScatterTuningEntry best{world, s.m, s.n, s.k};
+    double best_ms = 0;
+    for (const Variant& v : variants) {
       iris::ops::GemmAllScatter op(ctx);
-      op.initialize(
-          {.m = s.m, .n = n, .k = s.k, .a = a, .b = b, .c = c.data(), .pattern = pattern});
+      op.initialize({.m = s.m,
+                     .n = n,
+                     .k = s.k,
+                     .a = a,
+                     .b = b,
+                     .c = c.data(),
+                     .pattern = v.pattern,
+                     .comm_blocks = v.comm_blocks});
       const double ms = time([&](long) { op.run(stream); });
-      const std::string name(iris::ops::to_string(pattern));
+      std::string name(iris::ops::to_string(v.pattern));
+      if (v.comm_blocks) name += "_c" + std::to_string(v.comm_blocks);
       row.number(name + "_ms", ms).number(name + "_speedup", baseline / ms);
+      if (best_ms == 0 || ms < best_ms) {
+        best_ms = ms;
+        best.choice = {v.pattern, 0, v.comm_blocks};
+      }
     }
+    row.text("fastest",
+             std::string(iris::ops::to_string(best.choice.pattern)) +
+                 (best.choice.comm_blocks ? " c" + std::to_string(best.choice.comm_blocks)
+                                          : std::string()));
+    tuned.push_back(best);
     row.text("nccl", shared_gpu ? "skipped: ranks share a GPU" : "not run");
     rows.push_back(row);
     ctx.barrier();
@@ -184,7 +227,18 @@ void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats,
         std::string("speedup = (cuBLAS + device-API all-gather) time / pattern time; "
                     "times are the slowest rank's median") +
             (shared_gpu ? "; ranks share one GPU, so every pattern also shares its SMs" : ""));
+  if (me == 0 && !tune.empty()) {
+    std::ofstream(tune) << iris::ops::detail::AllScatterTuning(tuned).to_json();
+    std::printf("kAuto table: %s (IRIS_OPS_TUNING=%s)\n", tune.c_str(), tune.c_str());
+  }
   cublasDestroy(handle);
+}
+
+/// The value after `flag`, or "" when absent.
+std::string text_arg(int argc, char** argv, const std::string& flag) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == flag) return argv[i + 1];
+  return "";
 }
 
 }  // namespace
@@ -201,7 +255,8 @@ int main(int argc, char** argv) {
   if (ctx.world_size() == 1) {
     single_rank(ctx, repeats, json);
   } else {
-    several_ranks(ctx, repeats, json);
+    several_ranks(ctx, repeats, json, text_arg(argc, argv, "--tune"),
+                  static_cast<int>(iris::bench::number_arg(argc, argv, "--shapes", 0)));
   }
   return 0;
 }

@@ -1,4 +1,4 @@
-// Shared by examples 10-12: one program per overlap pattern of GEMM + all-scatter, the same
+// Shared by examples 10-12 and 15: one program per overlap pattern of GEMM + all-scatter, the same
 // data and the same check, so that the examples differ only in the pattern they ask for.
 // Rank r computes its column block of C = A * [B_0 B_1 ...]^T; afterwards every rank checks all
 // of C against a host reference (small-integer data: every bf16 result is exact), and the op is

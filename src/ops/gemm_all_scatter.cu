@@ -11,8 +11,12 @@
 #include "iris/device/rma.hpp"
 #include "iris/device/signal.hpp"
 #include "iris/host/error.hpp"
+#include "iris/ops/detail/all_scatter_tuning.hpp"
+#include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
+#include "iris/ops/detail/send_tiles.hpp"
 #include "iris/ops/detail/trace_record.hpp"
+#include "iris/ops/detail/workgroup_specialized.hpp"
 
 namespace iris::ops {
 
@@ -26,6 +30,8 @@ std::string_view to_string(AllScatterPattern pattern) noexcept {
       return "fused_sequential";
     case AllScatterPattern::kProducerConsumer:
       return "producer_consumer";
+    case AllScatterPattern::kWorkgroupSpecialized:
+      return "workgroup_specialized";
   }
   return "?";
 }
@@ -35,50 +41,10 @@ namespace detail {
 using Element = __nv_bfloat16;
 constexpr unsigned kPushThreads = 256;
 
-/// Where C's tiles are and how they are counted; the same on every member.
-struct TileGrid {
-  Element* c = nullptr;                                // this rank's copy of the whole C
-  int m = 0, n = 0;                                    // rows, columns of one member's block
-  std::int64_t ldc = 0;                                // n * team.size
-  int tile_m = 0, tile_n = 0, tiles_n = 0, tiles = 0;  // tiles: per block
-};
-
-/// One block per tile (grid-stride): this rank's tiles of C go to every other member with
-/// put + signal_add on the receiver's arrival flag; its own arrival flag is raised last.
-/// With `ready`, each tile is first awaited on its local flag (raised by the GEMM's epilogue),
-/// which is then cleared for the next run (this kernel is its only reader, and the next run's
-/// GEMM is ordered after it by the op's events).
+/// The producer-consumer pattern's communication kernel: one block per tile (grid-stride).
 __global__ void __launch_bounds__(kPushThreads)
-    push_tiles(const __grid_constant__ iris::device::Context ctx, iris::team team, int me,
-               TileGrid grid, std::uint64_t* arrivals, std::uint64_t* ready, TraceBuffer trace) {
-  const iris::block block{};
-  const bool tracing = trace.events != nullptr && block.thread_rank() == 0;
-  Element* own = grid.c + static_cast<std::int64_t>(me) * grid.n;
-  for (int t = blockIdx.x; t < grid.tiles; t += gridDim.x) {
-    const std::uint64_t wait_start = tracing ? trace_clock() : 0;
-    if (ready != nullptr) iris::device::wait_until(block, ctx, ready + t, iris::cmp::ge, 1);
-    const std::uint64_t push_start = tracing ? trace_clock() : 0;
-    if (tracing && ready != nullptr)
-      trace_record(trace, TraceKind::kWait, ctx.rank(), t, wait_start, push_start);
-    const int i = t / grid.tiles_n, j = t % grid.tiles_n;
-    const int rows = min(grid.tile_m, grid.m - i * grid.tile_m);
-    const int cols = min(grid.tile_n, grid.n - j * grid.tile_n);
-    Element* tile = own + static_cast<std::int64_t>(i) * grid.tile_m * grid.ldc + j * grid.tile_n;
-    const iris::device::tile_view<Element> view{tile, static_cast<std::size_t>(rows),
-                                                static_cast<std::size_t>(cols),
-                                                static_cast<std::size_t>(grid.ldc)};
-    std::uint64_t* flag = arrivals + static_cast<std::int64_t>(me) * grid.tiles + t;
-    for (int s = 1; s < team.size; ++s) {
-      const int to = team.world_rank((me + s) % team.size);
-      iris::device::put(block, ctx, view, view, to, iris::device::signal_add(flag, 1));
-    }
-    block.sync();
-    if (block.thread_rank() == 0) {
-      iris::device::signal_add(ctx, flag, std::uint64_t{1}, ctx.rank());
-      if (ready != nullptr) ready[t] = 0;
-      if (tracing) trace_record(trace, TraceKind::kPush, ctx.rank(), t, push_start, trace_clock());
-    }
-  }
+    push_tiles(const __grid_constant__ SendTiles sends) {
+  send_tiles(sends, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
 /// Completion: waits (bounded) until every arrival flag reaches this run's number, kept in
@@ -123,12 +89,13 @@ struct AllScatterState {
   iris::team team{};
   int me = 0;
   AllScatterPattern pattern = AllScatterPattern::kAuto;
-  std::unique_ptr<GemmRunner> gemm;
+  std::unique_ptr<GemmRunner> gemm;               // every pattern but workgroup-specialized
+  std::unique_ptr<WorkgroupSpecializedGemm> ws;   // workgroup-specialized: GEMM + senders
   std::unique_ptr<iris::ccl::Communicator> comm;  // bulk-synchronous: the team's all-gather
   TileGrid grid{};
   // [arrivals: team.size * tiles][ready: tiles][runs: 1]
   Buffer<std::uint64_t> flags;
-  int sms = 0, gemm_sms = 0, comm_blocks = 0;
+  int sms = 0, gemm_sms = 0, comm_blocks = 0;  // producer-consumer, workgroup-specialized
   cudaStream_t side = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
   TraceBuffer trace{};
@@ -136,6 +103,9 @@ struct AllScatterState {
   std::uint64_t* arrivals() const { return flags.data(); }
   std::uint64_t* ready() const { return flags.data() + std::int64_t{team.size} * grid.tiles; }
   std::uint64_t* runs() const { return ready() + grid.tiles; }
+  SendTiles sends(const iris::device::Context& dctx) const {
+    return SendTiles{dctx, team, me, grid, arrivals(), ready(), trace};
+  }
 
   ~AllScatterState() {
     if (fork) cudaEventDestroy(fork);
@@ -145,30 +115,11 @@ struct AllScatterState {
 };
 
 namespace {
-iris::team resolve_team(const Context& ctx, const iris::team& team) {
-  return team.size == 0 ? iris::team::world(ctx.world_size()) : team;
-}
-
 GemmArguments block_gemm(const GemmAllScatterArguments& a, const iris::team& team, int me) {
-  GemmArguments g{};
-  g.m = a.m;
-  g.n = a.n;
-  g.k = a.k;
-  g.a = a.a;
-  g.lda = a.lda;
-  g.b = a.b;
-  g.ldb = a.ldb;
-  g.d = a.c == nullptr ? nullptr
-                       : static_cast<void*>(static_cast<Element*>(a.c) + std::int64_t{me} * a.n);
-  g.ldd = std::int64_t{a.n} * team.size;
-  return g;
-}
-
-int device_sms() {
-  int device = 0, sms = 0;
-  IRIS_CUDA_CHECK(cudaGetDevice(&device));
-  IRIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
+  void* d = a.c == nullptr
+                ? nullptr
+                : static_cast<void*>(static_cast<Element*>(a.c) + std::int64_t{me} * a.n);
+  return gemm_of(a, a.n, d, std::int64_t{a.n} * team.size);
 }
 }  // namespace
 
@@ -183,14 +134,8 @@ GemmAllScatter& GemmAllScatter::operator=(GemmAllScatter&&) noexcept = default;
 
 Status GemmAllScatter::can_implement(const Context& ctx, const GemmAllScatterArguments& args) {
   const iris::team team = detail::resolve_team(ctx, args.team);
-  if (!team.fits(ctx.world_size()))
-    return Status::failure("the team {start " + std::to_string(team.start) + ", size " +
-                           std::to_string(team.size) + ", stride " + std::to_string(team.stride) +
-                           "} does not fit a world of " + std::to_string(ctx.world_size()) +
-                           " ranks");
-  const int me = team.index_of(ctx.rank());
-  if (me < 0)
-    return Status::failure("rank " + std::to_string(ctx.rank()) + " is not a member of the team");
+  int me = -1;
+  if (auto status = detail::check_membership(ctx, team, me); !status) return status;
   if (args.c == nullptr || !ctx.contains(args.c))
     return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
   if (args.m > 0 && args.n > 0) {
@@ -203,7 +148,9 @@ Status GemmAllScatter::can_implement(const Context& ctx, const GemmAllScatterArg
   }
   if (args.gemm_sms < 0 || args.comm_blocks < 0)
     return Status::failure("gemm_sms and comm_blocks must be 0 (choose) or positive");
-  if (args.pattern == AllScatterPattern::kProducerConsumer && args.gemm_sms == 1)
+  if ((args.pattern == AllScatterPattern::kProducerConsumer ||
+       args.pattern == AllScatterPattern::kWorkgroupSpecialized) &&
+      args.gemm_sms == 1)
     return Status::failure("gemm_sms = 1 cannot hold the GEMM's 2-CTA clusters; use 2 or more");
   return Gemm::can_implement(detail::block_gemm(args, team, me));
 }
@@ -222,29 +169,39 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
   s.team = detail::resolve_team(ctx, args.team);
   s.me = s.team.index_of(ctx.rank());
   s.trace = args.trace != nullptr ? args.trace->device() : detail::TraceBuffer{};
-  // Until a table measured on the machine says otherwise, the fused epilogue: it needs no SM
-  // split, no second stream and moves every tile once, while the GEMM still runs.
-  s.pattern =
-      args.pattern == AllScatterPattern::kAuto ? AllScatterPattern::kFusedSequential : args.pattern;
+  // kAuto: the measured table (IRIS_OPS_TUNING or the compiled-in one) picks the pattern and,
+  // where the caller left them at 0, the SM split.
+  s.pattern = args.pattern;
+  int gemm_sms = args.gemm_sms, comm_blocks = args.comm_blocks;
+  if (s.pattern == AllScatterPattern::kAuto) {
+    const auto choice = detail::AllScatterTuning::current().choose(
+        s.team.size, args.m, static_cast<int>(std::int64_t{args.n} * s.team.size), args.k);
+    s.pattern = choice.pattern;
+    if (gemm_sms == 0) gemm_sms = choice.gemm_sms;
+    if (comm_blocks == 0) comm_blocks = choice.comm_blocks;
+  }
   const GemmArguments g = detail::block_gemm(args, s.team, s.me);
-  s.gemm = s.pattern == AllScatterPattern::kBulkSynchronous
-               ? detail::make_gemm(DType::kBF16, DType::kBF16)
-               : detail::make_tile_store_gemm_bf16();
+  s.gemm = {};
+  s.ws = {};
+  if (s.pattern == AllScatterPattern::kWorkgroupSpecialized)
+    s.ws = detail::make_workgroup_specialized_gemm_bf16();
+  else
+    s.gemm = s.pattern == AllScatterPattern::kBulkSynchronous
+                 ? detail::make_gemm(DType::kBF16, DType::kBF16)
+                 : detail::make_tile_store_gemm_bf16();
   auto& grid = s.grid;
   grid.c = static_cast<detail::Element*>(args.c);
   grid.m = args.m;
   grid.n = args.n;
   grid.ldc = g.ldd;
-  grid.tile_m = s.gemm->tile_m();
-  grid.tile_n = s.gemm->tile_n();
-  grid.tiles_n = (args.n + grid.tile_n - 1) / grid.tile_n;
-  grid.tiles = grid.tiles_n * ((args.m + grid.tile_m - 1) / grid.tile_m);
+  const auto count = detail::TileCount::of(args.m, args.n, s.ws ? s.ws->tile_m() : s.gemm->tile_m(),
+                                           s.ws ? s.ws->tile_n() : s.gemm->tile_n());
+  grid.tile_m = count.tile_m;
+  grid.tile_n = count.tile_n;
+  grid.tiles_n = count.tiles_n;
+  grid.tiles = count.tiles;
 
-  const std::size_t flag_count = std::size_t(s.team.size + 1) * grid.tiles + 1;
-  if (!s.flags || s.flags.size() != flag_count) {
-    s.flags = {};  // collective free, then a collective allocation
-    s.flags = ctx.zeros<std::uint64_t>(flag_count);
-  }
+  detail::ensure_flags(ctx, s.flags, std::size_t(s.team.size + 1) * grid.tiles + 1);
   s.sms = detail::device_sms();
 
   GemmArguments gemm_args = g;
@@ -262,15 +219,13 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
     detail::TileStore tiles{ctx.device(), s.team, s.arrivals(), std::int64_t{s.me} * grid.tiles,
                             s.me,         s.trace};
     s.gemm->initialize(gemm_args, &tiles, workspace, stream);
-  } else {
+  } else if (s.pattern == AllScatterPattern::kProducerConsumer) {
     // Ranks sharing this GPU each keep comm_blocks spinning blocks resident: together they must
     // leave SMs for the GEMMs, or a GEMM CTA could wait forever for a whole free SM.
-    int devices = 1;
-    IRIS_CUDA_CHECK(cudaGetDeviceCount(&devices));
-    const int sharing = std::max(1, (ctx.local_world_size() + devices - 1) / devices);
-    s.gemm_sms = args.gemm_sms ? std::min(args.gemm_sms, s.sms) : s.sms - 16;
+    const int sharing = detail::ranks_per_gpu(ctx);
+    s.gemm_sms = gemm_sms ? std::min(gemm_sms, s.sms) : s.sms - 16;
     const int left = std::max(2, s.sms - s.gemm_sms);
-    s.comm_blocks = args.comm_blocks ? args.comm_blocks : std::max(1, left / sharing);
+    s.comm_blocks = comm_blocks ? comm_blocks : std::max(1, left / sharing);
     gemm_args.sm_count = s.gemm_sms;
     detail::TileStore tiles{ctx.device(), iris::team{ctx.rank(), 1, 1}, s.ready(), 0, 0, s.trace};
     s.gemm->initialize(gemm_args, &tiles, workspace, stream);
@@ -279,12 +234,32 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
       IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
       IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming));
     }
+  } else {
+    // One launch: GEMM blocks and senders. The whole grid is sized to be resident at once with
+    // the other ranks sharing this GPU (resident clusters / sharing ranks). The senders wait
+    // only for this rank's own GEMM blocks, which have lower block indices and so are dispatched
+    // first; a sender never waits on a peer.
+    if (auto status = s.ws->can_implement(g); !status)
+      throw Error(Errc::kInvalidArgument, "iris::ops::GemmAllScatter: " + status.message);
+    const int cluster = s.ws->cluster_size();
+    const auto down = [cluster](int v) { return v / cluster * cluster; };
+    const auto up = [cluster](int v) { return (v + cluster - 1) / cluster * cluster; };
+    const int budget =
+        std::max(2 * cluster, down(s.ws->max_resident_blocks() / detail::ranks_per_gpu(ctx)));
+    s.comm_blocks = comm_blocks
+                        ? up(comm_blocks)
+                        : std::max(cluster, std::min(up(16 * budget / s.sms), down(budget / 2)));
+    s.gemm_sms =
+        gemm_sms ? std::max(cluster, down(gemm_sms)) : std::max(cluster, budget - s.comm_blocks);
+    detail::TileStore tiles{ctx.device(), iris::team{ctx.rank(), 1, 1}, s.ready(), 0, 0, s.trace};
+    s.ws->initialize(g, tiles, s.sends(ctx.device()), s.gemm_sms, s.comm_blocks);
+    s.gemm_sms = s.ws->gemm_blocks();
   }
 }
 
 void GemmAllScatter::run(cudaStream_t stream) {
   auto& s = *state_;
-  if (!s.gemm)
+  if (!s.gemm && !s.ws)
     throw Error(Errc::kInvalidArgument, "iris::ops::GemmAllScatter::run before initialize");
   const iris::device::Context dctx = s.ctx->device();
   switch (s.pattern) {
@@ -302,11 +277,13 @@ void GemmAllScatter::run(cudaStream_t stream) {
       IRIS_CUDA_CHECK(cudaEventRecord(s.fork, stream));
       IRIS_CUDA_CHECK(cudaStreamWaitEvent(s.side, s.fork, 0));
       s.gemm->run(stream);
-      detail::push_tiles<<<s.comm_blocks, detail::kPushThreads, 0, s.side>>>(
-          dctx, s.team, s.me, s.grid, s.arrivals(), s.ready(), s.trace);
+      detail::push_tiles<<<s.comm_blocks, detail::kPushThreads, 0, s.side>>>(s.sends(dctx));
       IRIS_CUDA_CHECK(cudaGetLastError());
       IRIS_CUDA_CHECK(cudaEventRecord(s.join, s.side));
       IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.join, 0));
+      break;
+    case AllScatterPattern::kWorkgroupSpecialized:
+      s.ws->run(stream);
       break;
     case AllScatterPattern::kAuto:
       throw Error(Errc::kInternal, "GemmAllScatter: unresolved pattern");

@@ -10,6 +10,7 @@
 #include "iris/ccl/communicator.hpp"
 #include "iris/device/signal.hpp"
 #include "iris/host/error.hpp"
+#include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
 
 namespace iris::ops {
@@ -131,23 +132,9 @@ struct ReduceScatterState {
 };
 
 namespace {
-iris::team resolve_team(const Context& ctx, const iris::team& team) {
-  return team.size == 0 ? iris::team::world(ctx.world_size()) : team;
-}
-
 /// The partial product A_r * B_r^T, M x N into `d` (packed).
 GemmArguments partial_gemm(const GemmReduceScatterArguments& a, void* d) {
-  GemmArguments g{};
-  g.m = a.m;
-  g.n = a.n;
-  g.k = a.k;
-  g.a = a.a;
-  g.lda = a.lda;
-  g.b = a.b;
-  g.ldb = a.ldb;
-  g.d = d;
-  g.ldd = a.n;
-  return g;
+  return gemm_of(a, a.n, d, a.n);
 }
 
 /// Rows of the tile-store kernel's CTA tile, without a GPU (the runner only names its shape).
@@ -161,13 +148,6 @@ ReduceScatterPattern resolve_pattern(ReduceScatterPattern asked, int rows_per_me
   // The fused epilogue sends whole tiles to one owner, so it needs row blocks of whole tiles.
   return rows_per_member % store_tile_m() == 0 ? ReduceScatterPattern::kFusedSequential
                                                : ReduceScatterPattern::kBulkSynchronous;
-}
-
-int device_sms() {
-  int device = 0, sms = 0;
-  IRIS_CUDA_CHECK(cudaGetDevice(&device));
-  IRIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
 }
 }  // namespace
 
@@ -184,14 +164,8 @@ GemmReduceScatter& GemmReduceScatter::operator=(GemmReduceScatter&&) noexcept = 
 Status GemmReduceScatter::can_implement(const Context& ctx,
                                         const GemmReduceScatterArguments& args) {
   const iris::team team = detail::resolve_team(ctx, args.team);
-  if (!team.fits(ctx.world_size()))
-    return Status::failure("the team {start " + std::to_string(team.start) + ", size " +
-                           std::to_string(team.size) + ", stride " + std::to_string(team.stride) +
-                           "} does not fit a world of " + std::to_string(ctx.world_size()) +
-                           " ranks");
-  const int me = team.index_of(ctx.rank());
-  if (me < 0)
-    return Status::failure("rank " + std::to_string(ctx.rank()) + " is not a member of the team");
+  int me = -1;
+  if (auto status = detail::check_membership(ctx, team, me); !status) return status;
   if (args.m > 0 && args.m % team.size != 0)
     return Status::failure("M = " + std::to_string(args.m) + " does not split into " +
                            std::to_string(team.size) +
@@ -242,10 +216,11 @@ void GemmReduceScatter::initialize(const GemmReduceScatterArguments& args, void*
   grid.rows = rows;
   grid.n = args.n;
   grid.slot = std::int64_t{rows} * args.n;
-  grid.tile_m = s.gemm->tile_m();
-  grid.tile_n = s.gemm->tile_n();
-  grid.tiles_n = (args.n + grid.tile_n - 1) / grid.tile_n;
-  grid.tiles = grid.tiles_n * ((rows + grid.tile_m - 1) / grid.tile_m);
+  const auto count = detail::TileCount::of(rows, args.n, s.gemm->tile_m(), s.gemm->tile_n());
+  grid.tile_m = count.tile_m;
+  grid.tile_n = count.tile_n;
+  grid.tiles_n = count.tiles_n;
+  grid.tiles = count.tiles;
   grid.c = static_cast<detail::RsElement*>(args.c);
 
   // Symmetric allocations are collective: every member makes the same ones in the same order.
@@ -254,11 +229,7 @@ void GemmReduceScatter::initialize(const GemmReduceScatterArguments& args, void*
     s.partials = {};
     s.partials = ctx.zeros<detail::RsElement>(partial_count);
   }
-  const std::size_t flag_count = std::size_t(s.team.size + 1) * grid.tiles + s.team.size + 1;
-  if (!s.flags || s.flags.size() != flag_count) {
-    s.flags = {};
-    s.flags = ctx.zeros<std::uint64_t>(flag_count);
-  }
+  detail::ensure_flags(ctx, s.flags, std::size_t(s.team.size + 1) * grid.tiles + s.team.size + 1);
   grid.slots = s.partials.data();
 
   const GemmArguments g = detail::partial_gemm(args, s.partials.data());
@@ -285,9 +256,7 @@ void GemmReduceScatter::initialize(const GemmReduceScatterArguments& args, void*
   s.gemm->initialize(g, &tiles, workspace, stream);
   // The reducers spin on the members' GEMMs: with ranks sharing a GPU, all of them together
   // must leave SMs free for those GEMMs (a GEMM CTA needs a whole SM).
-  int devices = 1;
-  IRIS_CUDA_CHECK(cudaGetDeviceCount(&devices));
-  const int sharing = std::max(1, (ctx.local_world_size() + devices - 1) / devices);
+  const int sharing = detail::ranks_per_gpu(ctx);
   const int blocks = sharing > 1 ? std::max(1, 16 / sharing) : 2 * detail::device_sms();
   s.reduce_blocks = std::min(grid.tiles, args.reduce_blocks ? args.reduce_blocks : blocks);
 }

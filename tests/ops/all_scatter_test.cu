@@ -77,11 +77,15 @@ void expect_c(iris::Context& ctx, const iris::Buffer<__nv_bfloat16>& c,
                        << __bfloat162float(got[first]) << " instead of " << want[first];
 }
 
-void run_pattern(AllScatterPattern pattern, const Problem& p) {
+/// `gemm_sms`, `comm_blocks`: the SM split of producer-consumer and workgroup-specialized (0:
+/// the op's choice).
+void run_pattern(AllScatterPattern pattern, const Problem& p, int gemm_sms = 0,
+                 int comm_blocks = 0) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
   SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m) +
-               ", N per rank = " + std::to_string(p.n) + ", K = " + std::to_string(p.k));
+               ", N per rank = " + std::to_string(p.n) + ", K = " + std::to_string(p.k) +
+               ", split " + std::to_string(gemm_sms) + " + " + std::to_string(comm_blocks));
   __nv_bfloat16 *a = nullptr, *b = nullptr;
   ASSERT_EQ(cudaMalloc(&a, sizeof(__nv_bfloat16) * p.m * p.k), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&b, sizeof(__nv_bfloat16) * p.n * p.k), cudaSuccess);
@@ -98,6 +102,8 @@ void run_pattern(AllScatterPattern pattern, const Problem& p) {
   args.b = b;
   args.c = c.data();
   args.pattern = pattern;
+  args.gemm_sms = gemm_sms;
+  args.comm_blocks = comm_blocks;
   const auto status = iris::ops::GemmAllScatter::can_implement(ctx, args);
   ASSERT_TRUE(status) << status.message;
   iris::ops::GemmAllScatter op(ctx);
@@ -160,13 +166,31 @@ TEST(GemmAllScatter, ProducerConsumer) {
   run_pattern(AllScatterPattern::kProducerConsumer, kLarger);
 }
 
+TEST(GemmAllScatter, ProducerConsumerWithFewBlocks) {
+  run_pattern(AllScatterPattern::kProducerConsumer, kLarger, 2, 1);
+}
+
+// One kernel of GEMM blocks and senders. With 2 GEMM blocks over kLarger's 24 tiles each GEMM
+// block computes 12: a scheduler that strided by the whole grid (senders included) would skip
+// tiles, whose flags would then never rise (the senders' bounded waits fail the run).
+TEST(GemmAllScatter, WorkgroupSpecialized) {
+  run_pattern(AllScatterPattern::kWorkgroupSpecialized, kRagged);
+  run_pattern(AllScatterPattern::kWorkgroupSpecialized, kLarger);
+}
+
+TEST(GemmAllScatter, WorkgroupSpecializedSplits) {
+  run_pattern(AllScatterPattern::kWorkgroupSpecialized, kLarger, 2, 2);  // many tiles per block
+  run_pattern(AllScatterPattern::kWorkgroupSpecialized, kLarger, 4, 8);  // more senders
+  run_pattern(AllScatterPattern::kWorkgroupSpecialized, kRagged, 6, 3);  // 3 -> 4 senders
+}
+
 TEST(GemmAllScatter, AutoPicksAPattern) {
   run_pattern(AllScatterPattern::kAuto, kRagged);
 }
 
 // Tracing: every tile of this rank has its gemm_tile, store and signal events (fused) or wait
-// and push events (producer-consumer), each well-formed and in order; the merged JSON names
-// every rank.
+// and push events (producer-consumer, workgroup-specialized), each well-formed and in order; the
+// merged JSON names every rank.
 void expect_trace(AllScatterPattern pattern) {
   iris::Context& ctx = context();
   const Problem p{512, 512, 128};
@@ -248,6 +272,10 @@ TEST(GemmAllScatter, TraceOfProducerConsumer) {
   expect_trace(AllScatterPattern::kProducerConsumer);
 }
 
+TEST(GemmAllScatter, TraceOfWorkgroupSpecialized) {
+  expect_trace(AllScatterPattern::kWorkgroupSpecialized);
+}
+
 TEST(GemmAllScatter, CanImplementRefusesWhatItCannotRun) {
   iris::Context& ctx = context();
   iris::ops::GemmAllScatterArguments args;
@@ -271,6 +299,16 @@ TEST(GemmAllScatter, CanImplementRefusesWhatItCannotRun) {
   EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
               testing::HasSubstr("inside the symmetric heap"));
   args.m = 128;
+  args.pattern = AllScatterPattern::kWorkgroupSpecialized;
+  args.gemm_sms = 1;
+  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
+              testing::HasSubstr("gemm_sms = 1"));
+  args.gemm_sms = 0;
+  args.comm_blocks = -2;
+  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
+              testing::HasSubstr("comm_blocks"));
+  args.comm_blocks = 0;
+  args.pattern = AllScatterPattern::kAuto;
   args.team = iris::team{ctx.rank() == 0 ? 1 : 0, 1, 1};  // a team without this rank
   EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
               testing::HasSubstr("not a member"));

@@ -10,13 +10,16 @@
 //   op.initialize({.m = m, .n = n_local, .k = k, .a = a, .b = b_r, .c = c.data()});  // collective
 //   op.run(stream);           // stream-ordered; when it completes here, all of C is here
 //
-// Patterns (AllScatterPattern), each also a numbered example (examples/10_* .. 12_*):
+// Patterns (AllScatterPattern), each also a numbered example (examples/10_* .. 12_*, 15_*):
 //
 //   bulk-synchronous   GEMM into C's own block  ->  all-gather of the blocks (iris::ccl)
 //   fused sequential   the GEMM's epilogue stores each finished tile to every rank's C
 //   producer-consumer  GEMM on gemm_sms SMs (stream 1) raises a local flag per tile;
 //                      a communication kernel on the other SMs (stream 2) waits per tile and
 //                      pushes it to every peer
+//   workgroup-specialized  one persistent kernel: gemm_sms blocks compute and raise a local
+//                      flag per tile, comm_blocks blocks of the same launch wait per tile and
+//                      push it to every peer
 //
 //          rank 0            rank 1             every tile: data to each receiver, then
 //        C[:, blk 0]  --->  C[:, blk 0]         flags[tile] += 1 on that receiver (release,
@@ -49,13 +52,18 @@
 namespace iris::ops {
 
 enum class AllScatterPattern {
-  kAuto,              ///< the library's choice (docs/ops.md says what it is and why)
+  /// The measured table's choice for (world size, M, N, K): the JSON file named by
+  /// IRIS_OPS_TUNING, else the compiled-in table (docs/ops.md says what it holds and why).
+  kAuto,
   kBulkSynchronous,   ///< GEMM, then an all-gather of the column blocks
   kFusedSequential,   ///< the epilogue stores every tile to every rank
   kProducerConsumer,  ///< GEMM and a communication kernel on disjoint SMs, two streams
+  /// One kernel whose blocks either compute tiles or send them as their flags rise.
+  kWorkgroupSpecialized,
 };
 
-/// "auto", "bulk_synchronous", "fused_sequential", "producer_consumer".
+/// "auto", "bulk_synchronous", "fused_sequential", "producer_consumer",
+/// "workgroup_specialized".
 std::string_view to_string(AllScatterPattern pattern) noexcept;
 
 struct GemmAllScatterArguments {
@@ -73,6 +81,9 @@ struct GemmAllScatterArguments {
   /// Producer-consumer: SMs of the GEMM (0: all but a slice for the communication kernel) and
   /// blocks of the communication kernel (0: the SMs left over, divided among the ranks that
   /// share this GPU, so that every rank's spinning blocks leave room for the GEMMs).
+  /// Workgroup-specialized: blocks of the one kernel that compute (gemm_sms) and that send
+  /// (comm_blocks), each rounded to whole 2-block clusters; 0: the blocks that can be resident
+  /// at once, divided among the ranks sharing this GPU, with about 1/8 of them sending.
   int gemm_sms = 0;
   int comm_blocks = 0;
   /// Tracing (iris/ops/trace.hpp): per-tile events into this rank's tracer; null: off. The
