@@ -10,7 +10,7 @@
 #include <sstream>
 #include <variant>
 
-#include "iris/host/detail/json.hpp"
+#include "detail/json.hpp"
 #include "iris/host/error.hpp"
 
 namespace iris::ccl {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-#include "iris/host/detail/json.hpp"
+#include "detail/json.hpp"
 #include "iris/host/env.hpp"
 #include "iris/host/error.hpp"
 
