@@ -5,8 +5,8 @@
 // Each rank's group waits for all the round's signals and checks every word it received. The
 // same buffers are reused every round, so a store that is still in flight when the flag is seen
 // (what an under-fenced publication, e.g. a signal raised before the group's sync, lets through)
-// shows up as a stale or mixed word; the later warps of each group store late on purpose, so
-// that such a signal does overtake their stores.
+// shows up as a stale or mixed word; the later warps of each group store late on purpose (the
+// more ranks, the later), so that such a signal does overtake their stores.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -51,9 +51,13 @@ __global__ void publish_rounds(const __grid_constant__ iris::device::Context ctx
     const auto expected = static_cast<std::uint64_t>(world) * round;
     // Every receiver has checked the previous round.
     iris::device::wait_until(group, ctx, freed + b, iris::cmp::ge, expected - world);
-    // Skew inside the group: warp w of the group stores w * kSkewNs late, so that a signal
-    // raised before the group's sync would overtake the later warps' stores by microseconds.
-    __nanosleep(kSkewNs * static_cast<unsigned>(group.thread_rank() / 32));
+    // Skew inside the group: warp w of the group stores w * world * kSkewNs late, so that a
+    // signal raised before the group's sync overtakes the later warps' stores. It grows with the
+    // world: a receiver checks once the last of `world` senders has signalled, and the senders
+    // start a round up to several microseconds apart (more ranks, more spread, as they share the
+    // GPU), so the early senders' late warps must still be storing when the last signal lands.
+    __nanosleep(kSkewNs * static_cast<unsigned>(world) *
+                static_cast<unsigned>(group.thread_rank() / 32));
     for (int k = 0; k < world; ++k) {
       const int peer = (rank + k) % world;  // start at different peers: mix the traffic
       std::uint32_t* slice = ctx.translate(inbox + (rank * kBlocks + b) * kWords, peer, kWords);
