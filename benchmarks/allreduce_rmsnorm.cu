@@ -50,8 +50,8 @@ __global__ void count_different(const unsigned short* a, const unsigned short* b
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("allreduce_rmsnorm")) return 0;
-  const int samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 15));
+  if (!example::gpu_visible("allreduce_rmsnorm")) return 0;
+  const int samples = static_cast<int>(example::number_arg(argc, argv, "--samples", 15));
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   try {
     iris::ContextOptions options;
@@ -91,14 +91,14 @@ int main(int argc, char** argv) {
       for (int i = 0; i < kCalls; ++i) enqueue();
       IRIS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
       IRIS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      iris::bench::Repeats repeats;
+      example::Repeats repeats;
       repeats.warmup = 2;
       repeats.samples = samples;
       const double ms =
-          iris::bench::summarize(iris::bench::time_calls_ms(
-                                     stream, repeats,
-                                     [&](long) { IRIS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); },
-                                     [&] { comm.barrier(stream); }))
+          example::summarize(example::time_calls_ms(
+                                 stream, repeats,
+                                 [&](long) { IRIS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); },
+                                 [&] { comm.barrier(stream); }))
               .median /
           kCalls;
       IRIS_CUDA_CHECK(cudaGraphExecDestroy(exec));

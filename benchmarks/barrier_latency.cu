@@ -4,6 +4,11 @@
 // CUDA graph.
 //
 //   iris-run -n 8 ./bench_barrier_latency [--barriers 10000] [--launches 5] [--json out.json]
+//                                         [--placements 8]
+//
+// --placements N adds the sync of each channel of an N-channel barrier object: the same code
+// on lines at N different addresses, to tell the cost of the code from that of where its lines
+// lie (with ranks sharing one GPU, which part of the L2 cache a line lands in shows).
 //
 // In-kernel barriers are timed on the GPU's global timer around batches of kBarriersPerBatch
 // (the first batch of every launch is a warm-up that absorbs the ranks' start skew);
@@ -32,16 +37,18 @@ struct World {
   }
 };
 
-/// A barrier object's channel 0, by the block: sync, or arrive then wait (split phases).
+/// A barrier object's channel (0 unless given), by the block: sync, or arrive then wait (split
+/// phases).
 template <bool kSplit>
 struct Object {
   iris::device::Barriers bars;
+  int channel = 0;
   __device__ void operator()(const iris::device::Context& ctx) const {
     if constexpr (kSplit) {
-      const auto token = iris::device::arrive(iris::block{}, ctx, bars, 0);
+      const auto token = iris::device::arrive(iris::block{}, ctx, bars, channel);
       iris::device::wait(iris::block{}, ctx, bars, token);
     } else {
-      iris::device::sync(iris::block{}, ctx, bars, 0);
+      iris::device::sync(iris::block{}, ctx, bars, channel);
     }
   }
 };
@@ -108,8 +115,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 /// Per-barrier microseconds of `launches` launches (after one warm-up launch) of barrier_loop
 /// with `blocks` blocks, over this rank's batches.
 template <class Meet>
-iris::bench::Stats in_kernel(iris::Context& ctx, Meet meet, int blocks, int barriers,
-                             int launches) {
+example::Stats in_kernel(iris::Context& ctx, Meet meet, int blocks, int barriers, int launches) {
   const int batches = barriers / kBarriersPerBatch;
   std::uint64_t* batch_ns = nullptr;
   IRIS_CUDA_CHECK(cudaMalloc(&batch_ns, sizeof(std::uint64_t) * batches));
@@ -127,12 +133,12 @@ iris::bench::Stats in_kernel(iris::Context& ctx, Meet meet, int blocks, int barr
       us.push_back(static_cast<double>(ns[b]) / 1e3 / kBarriersPerBatch);
   }
   IRIS_CUDA_CHECK(cudaFree(batch_ns));
-  return iris::bench::summarize(us);
+  return example::summarize(us);
 }
 
 /// Per-barrier microseconds of ctx.device_barrier(stream): `per_sample` calls per timed sample,
 /// either launched one by one or captured once into a graph that each sample replays.
-iris::bench::Stats host_launched(iris::Context& ctx, bool graph, int per_sample, int samples) {
+example::Stats host_launched(iris::Context& ctx, bool graph, int per_sample, int samples) {
   cudaStream_t stream;
   IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraphExec_t replay = nullptr;
@@ -144,10 +150,10 @@ iris::bench::Stats host_launched(iris::Context& ctx, bool graph, int per_sample,
     IRIS_CUDA_CHECK(cudaGraphInstantiate(&replay, captured, 0));
     IRIS_CUDA_CHECK(cudaGraphDestroy(captured));
   }
-  iris::bench::Repeats repeats;
+  example::Repeats repeats;
   repeats.samples = samples;
   ctx.barrier();
-  std::vector<double> ms = iris::bench::time_calls_ms(stream, repeats, [&](long) {
+  std::vector<double> ms = example::time_calls_ms(stream, repeats, [&](long) {
     if (graph) {
       IRIS_CUDA_CHECK(cudaGraphLaunch(replay, stream));
     } else {
@@ -158,18 +164,19 @@ iris::bench::Stats host_launched(iris::Context& ctx, bool graph, int per_sample,
   if (replay != nullptr) IRIS_CUDA_CHECK(cudaGraphExecDestroy(replay));
   IRIS_CUDA_CHECK(cudaStreamDestroy(stream));
   for (double& sample : ms) sample *= 1e3 / per_sample;  // ms per sample -> us per barrier
-  return iris::bench::summarize(ms);
+  return example::summarize(ms);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("barrier_latency")) return 0;
+  if (!example::gpu_visible("barrier_latency")) return 0;
   const int barriers =
       std::max(2 * kBarriersPerBatch,
-               static_cast<int>(iris::bench::number_arg(argc, argv, "--barriers", 10000)) /
+               static_cast<int>(example::number_arg(argc, argv, "--barriers", 10000)) /
                    kBarriersPerBatch * kBarriersPerBatch);
-  const int launches = static_cast<int>(iris::bench::number_arg(argc, argv, "--launches", 5));
+  const int launches = static_cast<int>(example::number_arg(argc, argv, "--launches", 5));
+  const int placements = static_cast<int>(example::number_arg(argc, argv, "--placements", 0));
   try {
     auto ctx = iris::Context::from_env();
     const std::vector<int> devices = iris::bench::device_of_each_rank(ctx.bootstrap());
@@ -177,7 +184,7 @@ int main(int argc, char** argv) {
         static_cast<int>(std::count(devices.begin(), devices.end(), devices[ctx.rank()]));
     // A grid barrier needs every block of every rank resident at once: ranks that share a GPU
     // share its SMs, one block per SM at most.
-    const int grid_blocks = std::max(1, iris::bench::sm_count() / ranks_on_my_gpu);
+    const int grid_blocks = std::max(1, example::sm_count() / ranks_on_my_gpu);
 
     // Checks: the in-kernel barriers with the grids timed below, then device_barrier between
     // kernels on one stream. Round numbers keep growing, so no round can pass on old values.
@@ -213,10 +220,10 @@ int main(int argc, char** argv) {
 
     struct Case {
       std::string barrier;
-      iris::bench::Stats us;
+      example::Stats us;
     };
     // The same order on every rank: each case is collective.
-    const std::vector<Case> cases = {
+    std::vector<Case> cases = {
         {"barrier(block), 1 block", in_kernel(ctx, World<iris::block>{}, 1, barriers, launches)},
         {"barrier(grid), " + std::to_string(grid_blocks) + " blocks",
          in_kernel(ctx, World<iris::grid>{}, grid_blocks, barriers, launches)},
@@ -229,6 +236,14 @@ int main(int argc, char** argv) {
         {"ctx.device_barrier, CUDA graph",
          host_launched(ctx, true, kBarriersPerBatch, 2 * launches + 1)},
     };
+    if (placements > 0) {
+      const iris::Barriers spread = ctx.make_barriers(placements);
+      for (int c = 0; c < placements; ++c) {
+        cases.push_back({"barrier object: sync, channel " + std::to_string(c) + " of " +
+                             std::to_string(placements),
+                         in_kernel(ctx, Object<false>{spread.device(), c}, 1, barriers, launches)});
+      }
+    }
 
     std::vector<iris::bench::Row> rows;
     for (const Case& c : cases) {

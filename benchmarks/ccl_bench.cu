@@ -153,10 +153,10 @@ __global__ void count_not_equal(const float* p, std::size_t n, float value,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("ccl_bench")) return 0;
+  if (!example::gpu_visible("ccl_bench")) return 0;
   const std::size_t max_bytes = parse_bytes_arg(argc, argv, "--max-bytes", std::size_t{1} << 30);
   const std::size_t min_bytes = parse_bytes_arg(argc, argv, "--min-bytes", 8);
-  const int samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 9));
+  const int samples = static_cast<int>(example::number_arg(argc, argv, "--samples", 9));
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   const std::string tune = string_arg(argc, argv, "--tune", "");
   const std::string only = string_arg(argc, argv, "--collectives", "");
@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
   };
 
   auto time_ms = [&](Case k, std::size_t size, bool graph, int blocks) {
-    iris::bench::Repeats repeats;
+    example::Repeats repeats;
     repeats.samples = samples;
     repeats.warmup = 2;
     repeats.calls_per_sample = size <= (std::size_t{1} << 20)    ? 20
@@ -342,9 +342,9 @@ int main(int argc, char** argv) {
                                                                  : 1;
     double ms = 0;
     if (!graph) {
-      ms = iris::bench::summarize(iris::bench::time_calls_ms(
-                                      stream, repeats, [&](long) { enqueue(k, size, blocks); },
-                                      [&] { comm.barrier(stream); }))
+      ms = example::summarize(example::time_calls_ms(
+                                  stream, repeats, [&](long) { enqueue(k, size, blocks); },
+                                  [&] { comm.barrier(stream); }))
                .median;
     } else {
       cudaGraph_t g;
@@ -355,10 +355,10 @@ int main(int argc, char** argv) {
       IRIS_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
       const int per = repeats.calls_per_sample;
       repeats.calls_per_sample = 1;
-      ms = iris::bench::summarize(iris::bench::time_calls_ms(
-                                      stream, repeats,
-                                      [&](long) { IRIS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); },
-                                      [&] { comm.barrier(stream); }))
+      ms = example::summarize(example::time_calls_ms(
+                                  stream, repeats,
+                                  [&](long) { IRIS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); },
+                                  [&] { comm.barrier(stream); }))
                .median /
            per;
       IRIS_CUDA_CHECK(cudaGraphExecDestroy(exec));
@@ -376,16 +376,16 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     double ms = 0;
     if (leader) {
-      iris::bench::Repeats r;
+      example::Repeats r;
       r.samples = samples;
       r.calls_per_sample = sizes[i] <= (std::size_t{1} << 20) ? 20 : 2;
-      ms = iris::bench::median_ms(stream, r, [&](long) {
+      ms = example::median_ms(stream, r, [&](long) {
         IRIS_CUDA_CHECK(cudaMemcpyAsync(b, a, sizes[i], cudaMemcpyDeviceToDevice, stream));
       });
     }
     ctx.barrier();
-    memcpy_gbps[i] = iris::bench::slowest_rank(
-        ctx.bootstrap(), leader ? iris::bench::gb_per_s(2.0 * sizes[i], ms) : 0);
+    memcpy_gbps[i] = iris::bench::slowest_rank(ctx.bootstrap(),
+                                               leader ? example::gb_per_s(2.0 * sizes[i], ms) : 0);
   }
 
   std::vector<iris::bench::Row> rows;
@@ -418,7 +418,7 @@ int main(int argc, char** argv) {
           nccl_ms[c][graph][i] = ms;
         else if (graph && ms < best[c][i].ms)
           best[c][i] = {ms, k.algorithm};
-        const double algbw = iris::bench::gb_per_s(static_cast<double>(size), ms);
+        const double algbw = example::gb_per_s(static_cast<double>(size), ms);
         iris::bench::Row row;
         row.text("collective", std::string(iris::ccl::to_string(k.collective)))
             .text("algorithm", algorithm_name(k))
@@ -431,7 +431,7 @@ int main(int argc, char** argv) {
             .number("busbw_GBps", algbw * bus_factor(k.collective, n), "%.2f")
             .number("wrong", static_cast<double>(errors), "%.0f");
         if (one_gpu) {
-          const double hbm = iris::bench::gb_per_s(hbm_bytes(k, static_cast<double>(size), n), ms);
+          const double hbm = example::gb_per_s(hbm_bytes(k, static_cast<double>(size), n), ms);
           row.number("hbm_GBps", hbm, "%.1f").number("vs_memcpy", hbm / memcpy_gbps[i], "%.3f");
         }
         if (use_nccl) {
@@ -455,8 +455,8 @@ int main(int argc, char** argv) {
         row.text("collective", std::string(iris::ccl::to_string(static_cast<Collective>(c))))
             .number("size", size, "%.0f")
             .text("iris_algorithm", std::string(iris::ccl::to_string(best[c][i].algorithm)))
-            .number("iris_busbw_GBps", iris::bench::gb_per_s(size, best[c][i].ms) * factor, "%.2f")
-            .number("nccl_busbw_GBps", iris::bench::gb_per_s(size, baseline) * factor, "%.2f")
+            .number("iris_busbw_GBps", example::gb_per_s(size, best[c][i].ms) * factor, "%.2f")
+            .number("nccl_busbw_GBps", example::gb_per_s(size, baseline) * factor, "%.2f")
             .number("iris_over_nccl", baseline / best[c][i].ms, "%.3f");
         against_nccl.push_back(row);
       }
@@ -488,7 +488,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "[ccl_bench] SM budget %s %d blocks\n",
                      std::string(iris::ccl::to_string(k.collective)).c_str(), blocks);
       const double ms = time_ms(k, sweep_size, true, blocks);
-      const double algbw = iris::bench::gb_per_s(static_cast<double>(sweep_size), ms);
+      const double algbw = example::gb_per_s(static_cast<double>(sweep_size), ms);
       iris::bench::Row row;
       row.text("collective", std::string(iris::ccl::to_string(k.collective)))
           .text("algorithm", std::string(iris::ccl::to_string(k.algorithm)))
@@ -496,8 +496,7 @@ int main(int argc, char** argv) {
           .number("blocks", blocks, "%.0f")
           .number("busbw_GBps", algbw * bus_factor(k.collective, n), "%.2f");
       if (one_gpu) {
-        const double hbm =
-            iris::bench::gb_per_s(hbm_bytes(k, static_cast<double>(sweep_size), n), ms);
+        const double hbm = example::gb_per_s(hbm_bytes(k, static_cast<double>(sweep_size), n), ms);
         row.number("vs_memcpy", hbm / memcpy_gbps.back(), "%.3f");
       }
       budget_rows.push_back(row);

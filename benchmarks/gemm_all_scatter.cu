@@ -75,7 +75,7 @@ struct Shape {
   int m, n, k;
 };
 
-void single_rank(iris::Context& ctx, const iris::bench::Repeats& repeats, const std::string& json) {
+void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std::string& json) {
   const std::vector<Shape> shapes = {{8192, 8192, 8192},  {1024, 4096, 14336},
                                      {4096, 4096, 14336}, {16384, 4096, 14336},
                                      {4096, 8192, 28672}, {4096, 49152, 12288}};
@@ -94,8 +94,8 @@ void single_rank(iris::Context& ctx, const iris::bench::Repeats& repeats, const 
     fill<<<1024, 256>>>(b, std::size_t(s.n) * s.k, 2);
     iris::ops::Gemm gemm;
     gemm.initialize({.m = s.m, .n = s.n, .k = s.k, .a = a, .b = b, .d = d});
-    const double ours = iris::bench::median_ms(stream, repeats, [&](long) { gemm.run(stream); });
-    const double theirs = iris::bench::median_ms(
+    const double ours = example::median_ms(stream, repeats, [&](long) { gemm.run(stream); });
+    const double theirs = example::median_ms(
         stream, repeats, [&](long) { cublas_gemm(handle, d, s.n, a, b, s.m, s.n, s.k); });
     // The fused op on one rank: the tile-store epilogue, flags and the completion wait.
     auto c = ctx.empty<bf16>(iris::Shape(std::size_t(s.m) * s.n));
@@ -107,8 +107,7 @@ void single_rank(iris::Context& ctx, const iris::bench::Repeats& repeats, const 
                       .b = b,
                       .c = c.data(),
                       .pattern = iris::ops::AllScatterPattern::kFusedSequential});
-    const double fused_ms =
-        iris::bench::median_ms(stream, repeats, [&](long) { fused.run(stream); });
+    const double fused_ms = example::median_ms(stream, repeats, [&](long) { fused.run(stream); });
     iris::bench::Row row;
     row.number("M", s.m, "%.0f").number("N", s.n, "%.0f").number("K", s.k, "%.0f");
     row.number("iris_ms", ours).number("iris_TFLOPs", tflops(s.m, s.n, s.k, ours), "%.1f");
@@ -128,7 +127,7 @@ void single_rank(iris::Context& ctx, const iris::bench::Repeats& repeats, const 
   cublasDestroy(handle);
 }
 
-void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats, const std::string& json,
+void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const std::string& json,
                    const std::string& tune, int shape_count) {
   const int world = ctx.world_size(), me = ctx.rank();
   // (M, N of all ranks together, K)
@@ -159,16 +158,16 @@ void several_ranks(iris::Context& ctx, const iris::bench::Repeats& repeats, cons
     fill<<<1024, 256>>>(b, std::size_t(n) * s.k, 2 + me);
     auto c = ctx.zeros<bf16>(iris::Shape(std::size_t(s.m) * s.n));
     const auto time = [&](auto&& enqueue) {
-      const auto samples = iris::bench::time_calls_ms(stream, repeats, enqueue, lined_up);
-      return iris::bench::slowest_rank(ctx.bootstrap(), iris::bench::summarize(samples).median);
+      const auto samples = example::time_calls_ms(stream, repeats, enqueue, lined_up);
+      return iris::bench::slowest_rank(ctx.bootstrap(), example::summarize(samples).median);
     };
     const double gemm_only = time([&](long) {
       cublas_gemm(handle, c.data() + std::int64_t{me} * n, s.n, a, b, s.m, n, s.k);
     });
     const double baseline = time([&](long) {
       cublas_gemm(handle, c.data() + std::int64_t{me} * n, s.n, a, b, s.m, n, s.k);
-      all_gather_columns<<<2 * iris::bench::sm_count(), 256, 0, stream>>>(ctx.device(), c.data(),
-                                                                          s.m, n, s.n);
+      all_gather_columns<<<2 * example::sm_count(), 256, 0, stream>>>(ctx.device(), c.data(), s.m,
+                                                                      n, s.n);
       ctx.device_barrier(stream);
     });
     iris::bench::Row row;
@@ -244,19 +243,18 @@ std::string text_arg(int argc, char** argv, const std::string& flag) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("bench_gemm_all_scatter")) return 0;
+  if (!example::gpu_visible("bench_gemm_all_scatter")) return 0;
   iris::ContextOptions options;
   options.heap_size = std::size_t{1} << 30;
   auto ctx = iris::Context::from_env(options);
-  const iris::bench::Repeats repeats{
-      .warmup = 3,
-      .samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 10))};
+  const example::Repeats repeats{
+      .warmup = 3, .samples = static_cast<int>(example::number_arg(argc, argv, "--samples", 10))};
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   if (ctx.world_size() == 1) {
     single_rank(ctx, repeats, json);
   } else {
     several_ranks(ctx, repeats, json, text_arg(argc, argv, "--tune"),
-                  static_cast<int>(iris::bench::number_arg(argc, argv, "--shapes", 0)));
+                  static_cast<int>(example::number_arg(argc, argv, "--shapes", 0)));
   }
   return 0;
 }

@@ -64,13 +64,12 @@ bool has_flag(int argc, char** argv, const char* flag, const char* value) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("bench_gemm_reduce_scatter")) return 0;
+  if (!example::gpu_visible("bench_gemm_reduce_scatter")) return 0;
   iris::ContextOptions options;
   options.heap_size = std::size_t{1} << 30;
   auto ctx = iris::Context::from_env(options);
-  const iris::bench::Repeats repeats{
-      .warmup = 3,
-      .samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 10))};
+  const example::Repeats repeats{
+      .warmup = 3, .samples = static_cast<int>(example::number_arg(argc, argv, "--samples", 10))};
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   const int world = ctx.world_size(), me = ctx.rank();
   std::vector<Shape> shapes = {{4096, 3584, 8192}};
@@ -99,8 +98,8 @@ int main(int argc, char** argv) {
     auto partial = ctx.zeros<bf16>(iris::Shape(std::size_t(s.m) * s.n));
     auto c = ctx.zeros<bf16>(iris::Shape(part));
     const auto time = [&](auto&& enqueue) {
-      const auto samples = iris::bench::time_calls_ms(stream, repeats, enqueue, lined_up);
-      return iris::bench::slowest_rank(ctx.bootstrap(), iris::bench::summarize(samples).median);
+      const auto samples = example::time_calls_ms(stream, repeats, enqueue, lined_up);
+      return iris::bench::slowest_rank(ctx.bootstrap(), example::summarize(samples).median);
     };
     const double gemm_only =
         time([&](long) { cublas_gemm(handle, partial.data(), a, b, s.m, s.n, k); });

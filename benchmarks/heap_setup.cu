@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
       }
       // Report the slowest rank's median: the job waits for it.
       std::vector<double> medians(anchor.world_size() * 2);
-      const double mine[2] = {iris::bench::summarize(create_ms).median,
-                              iris::bench::summarize(destroy_ms).median};
+      const double mine[2] = {example::summarize(create_ms).median,
+                              example::summarize(destroy_ms).median};
       anchor.bootstrap().allgather(mine, medians.data(), sizeof(mine));
       double create = 0, destroy = 0;
       for (int r = 0; r < anchor.world_size(); ++r) {

@@ -131,7 +131,7 @@ class Bench {
       for (int k = 0; k < routes.size; ++k) {
         const Route& r = routes.route[k];
         if (r.peer != ctx_.rank()) continue;
-        iris::bench::count_mismatches<<<2 * iris::bench::sm_count(), 256, 0, stream_>>>(
+        iris::bench::count_mismatches<<<2 * example::sm_count(), 256, 0, stream_>>>(
             reinterpret_cast<const unsigned*>(dst_.data() + r.dst_offset),
             reinterpret_cast<const unsigned*>(src_.on(sender) + r.src_offset), r.count, 0, 0u,
             wrong_);
@@ -153,10 +153,10 @@ class Bench {
   /// Milliseconds of `p`, per sample the slowest sender's (collective). Every rank starts each
   /// sample from a device barrier, so the senders begin together.
   std::vector<double> time(const Pattern& p) {
-    iris::bench::Repeats repeats;
+    example::Repeats repeats;
     repeats.samples = samples_;
     repeats.warmup = 1;
-    std::vector<double> mine = iris::bench::time_calls_ms(
+    std::vector<double> mine = example::time_calls_ms(
         stream_, repeats, [&](long) { send(p); }, [&] { ctx_.device_barrier(stream_); });
     std::vector<double> all(mine.size() * ctx_.world_size());
     ctx_.bootstrap().allgather(mine.data(), all.data(), mine.size() * sizeof(double));
@@ -185,21 +185,21 @@ class Bench {
  private:
   std::pair<double, double> driver_copy_and_ratio(const Pattern& p, int to) {
     const std::size_t bytes = static_cast<std::size_t>(p.bytes_per_sender);
-    iris::bench::Repeats one;
+    example::Repeats one;
     one.samples = 1;
     one.warmup = 1;
     std::vector<double> copy_ms, ratios;
     for (int s = 0; s < samples_; ++s) {
-      const double copy = iris::bench::time_calls_ms(stream_, one, [&](long) {
+      const double copy = example::time_calls_ms(stream_, one, [&](long) {
                             IRIS_CUDA_CHECK(cudaMemcpyAsync(dst_.on(to), src_.data(), bytes,
                                                             cudaMemcpyDefault, stream_));
                           }).front();
-      const double put = iris::bench::time_calls_ms(stream_, one, [&](long) { send(p); }).front();
+      const double put = example::time_calls_ms(stream_, one, [&](long) { send(p); }).front();
       copy_ms.push_back(copy);
       ratios.push_back(copy / put);
     }
-    return {iris::bench::gb_per_s(p.bytes_per_sender, iris::bench::summarize(copy_ms).median),
-            iris::bench::summarize(ratios).median};
+    return {example::gb_per_s(p.bytes_per_sender, example::summarize(copy_ms).median),
+            example::summarize(ratios).median};
   }
 
   void send(const Pattern& p) {
@@ -225,9 +225,9 @@ class Bench {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("peer_bandwidth")) return 0;
-  const auto mib = static_cast<std::size_t>(iris::bench::number_arg(argc, argv, "--mib", 256));
-  const int samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 11));
+  if (!example::gpu_visible("peer_bandwidth")) return 0;
+  const auto mib = static_cast<std::size_t>(example::number_arg(argc, argv, "--mib", 256));
+  const int samples = static_cast<int>(example::number_arg(argc, argv, "--samples", 11));
   const std::string json_path = iris::bench::json_path_from_args(argc, argv);
   try {
     iris::ContextOptions options;
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
         const Pattern p = pair_pattern(world, from, to, floats);
         failures += bench.check(p) != 0;
         const double gbps =
-            iris::bench::gb_per_s(p.bytes_per_sender, iris::bench::summarize(bench.time(p)).median);
+            example::gb_per_s(p.bytes_per_sender, example::summarize(bench.time(p)).median);
         ctx.barrier();
         auto [copy_gbps, ratio] = bench.against_driver_copy(p, from, to);
         double shared[2] = {copy_gbps, ratio};
@@ -286,8 +286,8 @@ int main(int argc, char** argv) {
     std::vector<iris::bench::Row> together_rows;
     for (const Pattern& p : {ring_pattern(world, floats), all_to_all_pattern(world, floats)}) {
       failures += bench.check(p) != 0;
-      const double ms = iris::bench::summarize(bench.time(p)).median;
-      const double per_rank = iris::bench::gb_per_s(p.bytes_per_sender, ms);
+      const double ms = example::summarize(bench.time(p)).median;
+      const double per_rank = example::gb_per_s(p.bytes_per_sender, ms);
       iris::bench::Row row;
       row.text("pattern", p.name)
           .number("MiB per rank", p.bytes_per_sender / (1 << 20), "%.0f")

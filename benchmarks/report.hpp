@@ -1,7 +1,8 @@
-// What every benchmark shares: command-line numbers, a table for people, a JSON file for machines
-// (with the date, device and commit it was measured on), and helpers for several ranks. The
-// timing harness (CUDA events around repeated calls, medians) and the GPU checks are the
-// examples' (examples/common/example.hpp), one implementation for both.
+// What every benchmark shares on top of the examples' helpers: a table for people, a JSON file
+// for machines (with the date, device and commit it was measured on), and helpers for several
+// ranks. The timing harness (CUDA events around repeated calls, medians), command-line numbers
+// and the GPU checks are the examples' (examples/common/example.hpp), and benchmarks call them by
+// that one name: example::time_calls_ms, example::number_arg, ...
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,16 +23,6 @@
 #include "iris/host/error.hpp"
 
 namespace iris::bench {
-
-using example::gb_per_s;
-using example::gpu_visible;
-using example::median_ms;
-using example::number_arg;
-using example::Repeats;
-using example::sm_count;
-using example::Stats;
-using example::summarize;
-using example::time_calls_ms;
 
 /// One row of results: ordered (name, value) pairs, printed as a table and written as JSON.
 class Row {

@@ -247,7 +247,7 @@ struct Measurement {
 class Bench {
  public:
   Bench(iris::Buffer<float>& dst, iris::Buffer<float>& src, int samples)
-      : dst_(dst), src_(src), samples_(samples), sms_(iris::bench::sm_count()) {
+      : dst_(dst), src_(src), samples_(samples), sms_(example::sm_count()) {
     IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     IRIS_CUDA_CHECK(cudaMalloc(&wrong_, sizeof(unsigned long long)));
   }
@@ -283,17 +283,17 @@ class Bench {
   /// buffers, carrying on where the previous timing stopped, so that no call finds its data in L2.
   std::vector<double> time(const Variant& v, std::size_t bytes, int blocks, int samples) {
     const std::size_t slots = std::max<std::size_t>(1, dst_.bytes() / bytes);
-    iris::bench::Repeats repeats;
+    example::Repeats repeats;
     repeats.samples = samples;
     // Small calls are batched so that a sample lasts well above an event's resolution.
     repeats.calls_per_sample =
         static_cast<int>(std::clamp<std::size_t>((256u << 20) / bytes, 1, 100));
-    return iris::bench::time_calls_ms(stream_, repeats, [&](long) {
+    return example::time_calls_ms(stream_, repeats, [&](long) {
       v.enqueue(bytes, calls_made_++ % slots * (bytes / sizeof(float)), blocks, stream_);
     });
   }
   double median_ms(const Variant& v, std::size_t bytes, int blocks) {
-    return iris::bench::summarize(time(v, bytes, blocks, samples_)).median;
+    return example::summarize(time(v, bytes, blocks, samples_)).median;
   }
 
   /// The median over samples of reference time / variant time, the two timed in turn: clock and
@@ -305,7 +305,7 @@ class Bench {
       const double reference_ms = time(reference, bytes, 0, 1).front();
       ratios.push_back(reference_ms / time(v, bytes, blocks, 1).front());
     }
-    return iris::bench::summarize(ratios).median;
+    return example::summarize(ratios).median;
   }
 
   /// The grid-size sweep: the best over the candidates, and each candidate's figure.
@@ -314,7 +314,7 @@ class Bench {
     m.ran = true;
     if (v.kernel == nullptr) {
       m.ms = median_ms(v, bytes, 0);
-      m.gbps = iris::bench::gb_per_s(static_cast<double>(bytes), m.ms);
+      m.gbps = example::gb_per_s(static_cast<double>(bytes), m.ms);
       return m;
     }
     int occupancy = 0;
@@ -332,7 +332,7 @@ class Bench {
     }
     for (const auto& [label, blocks] : grids) {
       const double ms = median_ms(v, bytes, blocks);
-      const double gbps = iris::bench::gb_per_s(static_cast<double>(bytes), ms);
+      const double gbps = example::gb_per_s(static_cast<double>(bytes), ms);
       m.gbps_by_grid[label] = gbps;
       if (gbps > m.gbps) {
         m.gbps = gbps;
@@ -367,10 +367,10 @@ const char* gbps_format(double gbps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("rma_bandwidth")) return 0;
+  if (!example::gpu_visible("rma_bandwidth")) return 0;
   const std::size_t max_bytes =
-      static_cast<std::size_t>(iris::bench::number_arg(argc, argv, "--max-mib", 1024)) << 20;
-  const int samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 21));
+      static_cast<std::size_t>(example::number_arg(argc, argv, "--max-mib", 1024)) << 20;
+  const int samples = static_cast<int>(example::number_arg(argc, argv, "--samples", 21));
   const std::string json_path = iris::bench::json_path_from_args(argc, argv);
   try {
     iris::ContextOptions options;

@@ -118,15 +118,15 @@ __global__ void ping_pong(const __grid_constant__ iris::device::Context ctx, Pro
 
 struct Result {
   std::string name;
-  std::size_t baseline;   // the raw row this one is compared with (itself for raw rows)
-  bool targeted;          // compared with its raw row in the summary line
-  iris::bench::Stats us;  // per round trip, over batches
+  std::size_t baseline;  // the raw row this one is compared with (itself for raw rows)
+  bool targeted;         // compared with its raw row in the summary line
+  example::Stats us;     // per round trip, over batches
 };
 
 /// Runs `launches` + 1 launches of the ping-pong (the first is a warm-up) and returns rank 0's
 /// per-round-trip statistics; the other ranks return empty statistics.
 template <class Protocol>
-iris::bench::Stats measure(iris::Context& ctx, const Protocol& protocol, int rounds, int launches) {
+example::Stats measure(iris::Context& ctx, const Protocol& protocol, int rounds, int launches) {
   const int batches = rounds / kRoundsPerBatch;
   std::uint64_t* batch_ns = nullptr;
   IRIS_CUDA_CHECK(cudaMalloc(&batch_ns, sizeof(std::uint64_t) * batches));
@@ -150,18 +150,17 @@ iris::bench::Stats measure(iris::Context& ctx, const Protocol& protocol, int rou
       us_per_round_trip.push_back(static_cast<double>(ns[b]) / 1e3 / kRoundsPerBatch);
   }
   IRIS_CUDA_CHECK(cudaFree(batch_ns));
-  return iris::bench::summarize(us_per_round_trip);
+  return example::summarize(us_per_round_trip);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("signal_latency")) return 0;
-  const int rounds =
-      std::max(2 * kRoundsPerBatch,
-               static_cast<int>(iris::bench::number_arg(argc, argv, "--rounds", 10000)) /
-                   kRoundsPerBatch * kRoundsPerBatch);
-  const int launches = static_cast<int>(iris::bench::number_arg(argc, argv, "--launches", 5));
+  if (!example::gpu_visible("signal_latency")) return 0;
+  const int rounds = std::max(2 * kRoundsPerBatch,
+                              static_cast<int>(example::number_arg(argc, argv, "--rounds", 10000)) /
+                                  kRoundsPerBatch * kRoundsPerBatch);
+  const int launches = static_cast<int>(example::number_arg(argc, argv, "--launches", 5));
   try {
     auto ctx = iris::Context::from_env();
     if (ctx.world_size() < 2) {

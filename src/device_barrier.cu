@@ -13,8 +13,9 @@ namespace {
 constexpr unsigned kDeviceBarrierThreads = 32;
 
 __global__ void device_barrier_kernel(const __grid_constant__ device::Context ctx) {
-  device::detail::meet_ranks(ctx, &device::detail::barrier_state(ctx)->device_barrier,
-                             "device_barrier");
+  device::detail::meet_ranks(
+      ctx, device::detail::world_channel(ctx, device::detail::kDeviceBarrierChannel),
+      "device_barrier");
 }
 
 }  // namespace

@@ -139,6 +139,30 @@ std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
              " (every member must make the same collective call: the same count, type, op, "
              "root and in-place-ness)" +
              where;
+    case ErrorKind::kArriveTwice:
+      return who + ": a second arrive on channel " + std::to_string(m.channel) +
+             " before the wait for its arrival at epoch " + std::to_string(m.observed) +
+             " (the channel completed epoch " + std::to_string(m.expected) +
+             "; on one channel a group alternates arrive and wait)" + where;
+    case ErrorKind::kStaleToken:
+      return who + ": the token is for epoch " + std::to_string(m.observed) + " on channel " +
+             std::to_string(m.channel) + ", but the channel's latest arrival is at epoch " +
+             std::to_string(m.expected) + " (wait with the token of the last arrive)" + where;
+    case ErrorKind::kTooManyWarpGroups: {
+      const std::uint64_t x = m.bytes >> 40, y = m.bytes >> 20 & 0xfffff, z = m.bytes & 0xfffff;
+      const std::uint64_t group_threads = 32 * m.expected;
+      const std::uint64_t groups =
+          group_threads == 0 ? 0 : (x * y * z + group_threads - 1) / group_threads;
+      const std::string dim = y == 1 && z == 1 ? std::to_string(x)
+                                               : "(" + std::to_string(x) + "," + std::to_string(y) +
+                                                     "," + std::to_string(z) + ")";
+      return who + ": iris::warps<" + std::to_string(m.expected) + "> group " +
+             std::to_string(m.observed) + " has no named barrier to sync on (blockDim " + dim +
+             " makes " + std::to_string(groups) +
+             " groups; warps<N> has ids 8-15 for groups 0-7: give the others an iris::warp_span "
+             "with an id of their own)" +
+             where;
+    }
     case ErrorKind::kNone:
       break;
   }

@@ -77,7 +77,7 @@ __global__ void plain_copy(uint4* dst, const uint4* src, std::size_t vectors) {
 }
 
 void engine_test() {
-  const int sms = iris::bench::sm_count();
+  const int sms = example::sm_count();
   const std::size_t bytes = std::size_t{256} << 20;
   char *a, *b;
   IRIS_CUDA_CHECK(cudaMalloc(&a, bytes));
@@ -115,17 +115,17 @@ void engine_test() {
                                              reinterpret_cast<const uint4*>(a), bytes / 16);
     });
   }
-  iris::bench::Repeats repeats;
-  const double memcpy_ms = iris::bench::median_ms(other, repeats, [&](long) {
+  example::Repeats repeats;
+  const double memcpy_ms = example::median_ms(other, repeats, [&](long) {
     IRIS_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, other));
   });
-  const double kernel_ms = iris::bench::median_ms(other, repeats, [&](long) {
+  const double kernel_ms = example::median_ms(other, repeats, [&](long) {
     plain_copy<<<3 * sms, 512, 0, other>>>(reinterpret_cast<uint4*>(b),
                                            reinterpret_cast<const uint4*>(a), bytes / 16);
   });
   std::printf("alone: cudaMemcpy %.1f us (%.0f GB/s), copy kernel %.1f us (%.0f GB/s)\n",
-              memcpy_ms * 1e3, iris::bench::gb_per_s(bytes, memcpy_ms), kernel_ms * 1e3,
-              iris::bench::gb_per_s(bytes, kernel_ms));
+              memcpy_ms * 1e3, example::gb_per_s(bytes, memcpy_ms), kernel_ms * 1e3,
+              example::gb_per_s(bytes, kernel_ms));
   for (cudaEvent_t e : {start, spin_end, copy_end}) IRIS_CUDA_CHECK(cudaEventDestroy(e));
   IRIS_CUDA_CHECK(cudaStreamDestroy(busy));
   IRIS_CUDA_CHECK(cudaStreamDestroy(other));
@@ -244,7 +244,7 @@ bool add_group(std::vector<Row>& rows, const iris::device::Context& dev, int pee
 }
 
 int tiles_study(int argc, char** argv) {
-  const int samples = static_cast<int>(iris::bench::number_arg(argc, argv, "--samples", 51));
+  const int samples = static_cast<int>(example::number_arg(argc, argv, "--samples", 51));
   const auto groups = words_arg(argc, argv, "--groups", {"block", "warp", "thread"});
   const auto threads = list_arg(argc, argv, "--threads", {128, 256, 512, 1024});
   const auto vectors = list_arg(argc, argv, "--vectors", {1, 2, 4});
@@ -269,7 +269,7 @@ int tiles_study(int argc, char** argv) {
     return 0;
   }
   const iris::device::Context dev = ctx.device();
-  const int sms = iris::bench::sm_count();
+  const int sms = example::sm_count();
   float* const dst_local = dst.data();
   const float* const src_local = src.data();
   float* const peer_dst = dst.on(kPeer);
@@ -315,12 +315,12 @@ int tiles_study(int argc, char** argv) {
   for (const long mib : mibs) {
     const std::size_t bytes = static_cast<std::size_t>(mib) << 20;
     const std::size_t n = bytes / sizeof(float), slots = pool_floats / n;
-    iris::bench::Repeats one;
+    example::Repeats one;
     one.samples = 1;
     one.warmup = 1;
     one.calls_per_sample = static_cast<int>(std::max<std::size_t>(1, (256u << 20) / bytes));
     auto time_one = [&](auto&& enqueue) {
-      return iris::bench::time_calls_ms(stream, one, [&](long) { enqueue(calls++ % slots * n); })
+      return example::time_calls_ms(stream, one, [&](long) { enqueue(calls++ % slots * n); })
           .front();
     };
     std::printf("\n== %ld MiB: paired ratio to cudaMemcpy D2D (median of %d), GB/s median\n", mib,
@@ -350,12 +350,11 @@ int tiles_study(int argc, char** argv) {
         ms.push_back(mine);
         ref_ms.push_back(ref);
       }
-      const auto r = iris::bench::summarize(ratios);
-      std::printf("%-56s ratio %.3f [%.3f..%.3f]  %5.0f GB/s  (cudaMemcpy %5.0f)%s\n",
-                  row.name.c_str(), r.median, r.min, r.max,
-                  iris::bench::gb_per_s(bytes, iris::bench::summarize(ms).median),
-                  iris::bench::gb_per_s(bytes, iris::bench::summarize(ref_ms).median),
-                  bad ? "  WRONG" : "");
+      const auto r = example::summarize(ratios);
+      std::printf(
+          "%-56s ratio %.3f [%.3f..%.3f]  %5.0f GB/s  (cudaMemcpy %5.0f)%s\n", row.name.c_str(),
+          r.median, r.min, r.max, example::gb_per_s(bytes, example::summarize(ms).median),
+          example::gb_per_s(bytes, example::summarize(ref_ms).median), bad ? "  WRONG" : "");
     }
   }
   IRIS_CUDA_CHECK(cudaFree(wrong));
@@ -368,7 +367,7 @@ int tiles_study(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (!iris::bench::gpu_visible("study_put_tiles")) return 0;
+  if (!example::gpu_visible("study_put_tiles")) return 0;
   try {
     if (has_flag(argc, argv, "--engine")) {
       engine_test();

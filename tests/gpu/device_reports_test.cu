@@ -32,6 +32,7 @@ enum class Failure {
   kBadChannel,
   kNotInTeam,
   kBadMember,
+  kTooManyWarpGroups,  // a ninth iris::warps<2> group of a 576-thread block signals
 };
 
 constexpr const char* kFailureVariable = "IRIS_TEST_FAILURE";
@@ -72,6 +73,9 @@ __global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure 
     case Failure::kBadMember:
       ctx.translate(heap_floats, iris::team{.start = 0, .size = 1, .stride = 1}, 1)[0] = 1.0f;
       break;
+    case Failure::kTooManyWarpGroups:
+      d::signal(iris::warps<2>{}, ctx, d::signal_add(flag, 1u), 0);
+      break;
   }
 }
 
@@ -98,7 +102,8 @@ __global__ void fail(const __grid_constant__ iris::device::Context ctx, Failure 
   // A handle as a rank outside the team would hold it (rank 0 of a team that starts at 1).
   const iris::device::Barriers others(bars.device().slots(0), iris::team{1, 1, 1}, 2, 32,
                                       ctx->rank());
-  fail<<<blocks, 32>>>(ctx->device(), failure, flag, floats, outside, bars.device(), others);
+  const unsigned threads = failure == Failure::kTooManyWarpGroups ? 576 : 32;
+  fail<<<blocks, threads>>>(ctx->device(), failure, flag, floats, outside, bars.device(), others);
   cudaDeviceSynchronize();
   try {
     ctx->check_device_errors();
@@ -208,6 +213,15 @@ TEST(DeviceReports, TeamMemberPastTheTeam) {
   EXPECT_THAT(run_child(Failure::kBadMember),
               testing::ContainsRegex("misuse\\|rank 0: translate: member 1 is not in the team of 1 "
                                      "members \\(start 0, stride 1\\) in the world of 1 ranks"));
+}
+
+TEST(DeviceReports, NinthWarpsGroupNamesItsIndexAndTheBlock) {
+  EXPECT_THAT(run_child(Failure::kTooManyWarpGroups),
+              testing::ContainsRegex(
+                  "misuse\\|rank 0: signal: iris::warps<2> group 8 has no named barrier to sync "
+                  "on \\(blockDim 576 makes 9 groups; warps<N> has ids 8-15 for groups 0-7: give "
+                  "the others an iris::warp_span with an id of their own\\) \\(block 0, thread "
+                  "5[1-7][0-9]\\)"));
 }
 
 }  // namespace

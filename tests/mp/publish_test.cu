@@ -5,8 +5,8 @@
 // Each rank's group waits for all the round's signals and checks every word it received. The
 // same buffers are reused every round, so a store that is still in flight when the flag is seen
 // (what an under-fenced publication, e.g. a signal raised before the group's sync, lets through)
-// shows up as a stale or mixed word; the later warps of each group store late on purpose, so
-// that such a signal does overtake their stores.
+// shows up as a stale or mixed word; on odd ranks the later warps of each group store late on
+// purpose, so that such a signal does overtake their stores before even ranks check them.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -25,7 +25,7 @@ using iris_test::context;
 constexpr int kRounds = 300;
 constexpr unsigned kBlocks = 4;
 constexpr std::size_t kWords = 4096;  // per (sender, block): 16 KiB
-constexpr unsigned kSkewNs = 2000;
+constexpr unsigned kSkewNs = 4000;
 
 __host__ __device__ std::uint32_t word(int sender, unsigned block, int round, std::size_t i) {
   return static_cast<std::uint32_t>(sender) * 0x9E3779B1u ^ block * 0x85EBCA77u ^
@@ -51,9 +51,14 @@ __global__ void publish_rounds(const __grid_constant__ iris::device::Context ctx
     const auto expected = static_cast<std::uint64_t>(world) * round;
     // Every receiver has checked the previous round.
     iris::device::wait_until(group, ctx, freed + b, iris::cmp::ge, expected - world);
-    // Skew inside the group: warp w of the group stores w * kSkewNs late, so that a signal
-    // raised before the group's sync would overtake the later warps' stores by microseconds.
-    __nanosleep(kSkewNs * static_cast<unsigned>(group.thread_rank() / 32));
+    // Skew inside the group, on odd ranks only: warp w of the group stores w * world * kSkewNs
+    // late, so that a signal raised before the group's sync overtakes the later warps' stores.
+    // Only odd ranks: a receiver's own group syncs (its late warps too) before it can check, so
+    // if every rank were late alike the receivers would check only after every sender's late
+    // warps; an even rank is not late and checks while the odd ranks' late warps still sleep,
+    // at every world size. The skew grows with the world, as the leader's own stores do.
+    __nanosleep(kSkewNs * static_cast<unsigned>(world) * static_cast<unsigned>(rank % 2) *
+                static_cast<unsigned>(group.thread_rank() / 32));
     for (int k = 0; k < world; ++k) {
       const int peer = (rank + k) % world;  // start at different peers: mix the traffic
       std::uint32_t* slice = ctx.translate(inbox + (rank * kBlocks + b) * kWords, peer, kWords);

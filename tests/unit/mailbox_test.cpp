@@ -1,4 +1,5 @@
 // The host side of device error reports: how a filled ErrorMailbox reads as a message.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -173,6 +174,38 @@ TEST(Mailbox, BarrierObjectReportsNameTheChannelAndTheTeam) {
   EXPECT_EQ(mailbox_report(channel).value(),
             "rank 0: barrier arrive: channel 4 is not below the 4 channels the barrier object "
             "has (block 0, thread 0)");
+
+  ErrorMailbox twice = complete(ErrorKind::kArriveTwice, "barrier arrive");
+  twice.channel = 1;
+  twice.expected = 2;
+  twice.observed = 3;
+  EXPECT_EQ(mailbox_report(twice).value(),
+            "rank 0: barrier arrive: a second arrive on channel 1 before the wait for its arrival "
+            "at epoch 3 (the channel completed epoch 2; on one channel a group alternates arrive "
+            "and wait) (block 0, thread 0)");
+  EXPECT_FALSE(mailbox_is_timeout(twice));
+
+  ErrorMailbox stale = complete(ErrorKind::kStaleToken, "barrier wait");
+  stale.channel = 1;
+  stale.expected = 5;
+  stale.observed = 3;
+  EXPECT_EQ(mailbox_report(stale).value(),
+            "rank 0: barrier wait: the token is for epoch 3 on channel 1, but the channel's "
+            "latest arrival is at epoch 5 (wait with the token of the last arrive) (block 0, "
+            "thread 0)");
+  EXPECT_FALSE(mailbox_is_timeout(stale));
+
+  ErrorMailbox groups = complete(ErrorKind::kTooManyWarpGroups, "signal");
+  groups.expected = 2;
+  groups.observed = 8;
+  groups.bytes = std::uint64_t{576} << 40 | std::uint64_t{1} << 20 | 1;
+  groups.thread[0] = 512;
+  EXPECT_EQ(mailbox_report(groups).value(),
+            "rank 0: signal: iris::warps<2> group 8 has no named barrier to sync on (blockDim "
+            "576 makes 9 groups; warps<N> has ids 8-15 for groups 0-7: give the others an "
+            "iris::warp_span with an id of their own) (block 0, thread 512)");
+  groups.bytes = std::uint64_t{64} << 40 | std::uint64_t{9} << 20 | 1;
+  EXPECT_THAT(mailbox_report(groups).value(), testing::HasSubstr("(blockDim (64,9,1) makes 9"));
 
   ErrorMailbox member = complete(ErrorKind::kBadMember, "translate");
   member.target_rank = 4;

@@ -33,7 +33,10 @@
 // Split phases: arrive() announces this rank's arrival and returns at once with a token, the
 // epoch it arrived at; wait(token) returns once every team member has arrived at that epoch.
 // Between them the group may do anything (compute, other channels). On one channel a group
-// alternates: arrive, wait, arrive, wait; a second arrive before the wait is a misuse.
+// alternates: arrive, wait, arrive, wait, each wait with the token of the arrive before it; a
+// second arrive before the wait, or a wait with an older token, is a misuse, which debug checks
+// (IRIS_DEBUG_CHECKS=1) report and trap on, naming the channel and the epochs ("rank 0: barrier
+// arrive: a second arrive on channel 1 before the wait for its arrival at epoch 3 ...").
 //
 // No reset: epochs live in the channels and only grow, so barriers run any number of times,
 // across kernel launches and CUDA-graph replays. Each wait is bounded by ctx.wait_timeout_ns();

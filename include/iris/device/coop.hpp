@@ -24,8 +24,10 @@
 //
 // Named barriers: the hardware has 16 per block (ids 0-15); __syncthreads() is id 0 and CUTLASS
 // reserves 1-7 for its own epilogues and pipelines. iris::warps<N> uses ids 8-15 (group k takes
-// 8 + k), so a block holds at most 8 such groups (e.g. warps<4> in a 1024-thread block); a ninth
-// traps. Code that uses ids 8-15 itself, or needs more groups, names its own with warp_span.
+// 8 + k), so a block holds at most 8 such groups (e.g. warps<4> in a 1024-thread block). A ninth
+// group that syncs in a device API call (signal, group wait, barrier) is reported ("iris::warps<2>
+// group 8 has no named barrier to sync on (blockDim 576 ...") and traps; its own sync() traps. Code
+// that uses ids 8-15 itself, or needs more groups, names its own with warp_span.
 //
 // Warps are formed from the linear thread index (x fastest), as the hardware forms them; a warp,
 // warps<N> or warp_span group must be whole (blockDim a multiple of 32 threads).
@@ -59,7 +61,8 @@ inline constexpr unsigned kWarpsMaxGroups = 16 - kWarpsFirstBarrier;
 
 /// N consecutive warps of the block: warps [k*N, k*N + N) form group k. warps<4> is a Hopper
 /// warpgroup. sync() uses named barrier 8 + k (ids 8-15, clear of CUTLASS's 1-7), so a block
-/// holds at most 8 such groups; sync() in a ninth group traps.
+/// holds at most 8 such groups; a ninth group's sync() traps (inside a device API call, after a
+/// report naming the group, N and blockDim).
 template <unsigned N>
 struct warps {
   static_assert(N >= 1 && N <= 32, "iris::warps<N>: a block has 1 to 32 warps");

@@ -3,6 +3,7 @@
 
 #include "iris/device/barrier.hpp"
 #include "iris/device/detail/barrier_state.hpp"
+#include "iris/device/detail/group_sync.hpp"
 #include "iris/device/detail/ptx.hpp"
 #include "iris/device/detail/report.hpp"
 #include "iris/device/detail/wait.hpp"
@@ -15,11 +16,20 @@ using relaxed_sys = ptx<cuda::memory_order_relaxed, cuda::thread_scope_system>;
 // channel (kernel boundaries, or whatever synchronization hands the channel on, order the rest).
 using relaxed_cta = ptx<cuda::memory_order_relaxed, cuda::thread_scope_block>;
 
-IRIS_DEVICE_FN IRIS_FORCEINLINE BarrierState* barrier_state(const Context& ctx) {
-  return reinterpret_cast<BarrierState*>(ctx.heap_base() + kBarrierStateOffset);
+/// World channel `index` (kGridChannel, kDeviceBarrierChannel, kFirstBlockChannel + b) of this
+/// rank's heap.
+IRIS_DEVICE_FN IRIS_FORCEINLINE BarrierChannel* world_channel(const Context& ctx, int index) {
+  return reinterpret_cast<BarrierChannel*>(
+      reinterpret_cast<std::uint64_t*>(ctx.heap_base() + kWorldChannelsOffset) +
+      static_cast<std::ptrdiff_t>(index) * world_channel_slots(ctx.world_size()));
 }
 
-/// The world's reserved channels starting at `channel` (one BarrierChannel each).
+/// The grid barrier's local counters on this rank's heap.
+IRIS_DEVICE_FN IRIS_FORCEINLINE GridBarrierCounters* grid_barrier_counters(const Context& ctx) {
+  return reinterpret_cast<GridBarrierCounters*>(ctx.heap_base() + kBarrierStateOffset);
+}
+
+/// The world's reserved channels starting at `channel` (world_channel_slots words each).
 IRIS_DEVICE_FN IRIS_FORCEINLINE Barriers world_barriers(const Context& ctx, BarrierChannel* first,
                                                         int channels, const char* operation) {
   if (ctx.world_size() > kBarrierMaxRanks) {
@@ -30,7 +40,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE Barriers world_barriers(const Context& ctx, Barr
                           .observed = static_cast<std::uint64_t>(ctx.world_size())});
   }
   return Barriers(&first->epoch, iris::team::world(ctx.world_size()), channels,
-                  static_cast<int>(sizeof(BarrierChannel) / sizeof(std::uint64_t)), ctx.rank());
+                  world_channel_slots(ctx.world_size()), ctx.rank());
 }
 
 /// Misuse of a barrier object: a rank outside the team, or a channel it does not have.
@@ -54,9 +64,44 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void check_channel(const Context& ctx, const Bar
   }
 }
 
-/// arrive() under the caller's name. Every member reads the channel's local epoch before the
-/// group syncs, and the leader stores the new one after the sync, so no member reads an epoch
-/// this call has already advanced (the wait's final sync orders it before the next arrive).
+/// Debug check of arrive (the group's leader, after the group synced): the channel has no arrival
+/// still waiting for its wait(). `state` is the channel's epoch line: word 0 the epoch completed,
+/// word 1 the epoch of the last arrive; the leader alone reads and writes word 1.
+__noinline__ IRIS_DEVICE_FN inline void check_arrive(const Context& ctx, std::uint64_t* state,
+                                                     int channel, std::uint64_t epoch,
+                                                     const char* operation) {
+  const std::uint64_t pending = relaxed_cta::load(state + 1);
+  if (pending >= epoch) {
+    report_and_trap(ctx, {.kind = ErrorKind::kArriveTwice,
+                          .operation = operation,
+                          .target_rank = ctx.rank(),
+                          .expected = epoch - 1,
+                          .observed = pending,
+                          .channel = channel});
+  }
+  relaxed_cta::store(state + 1, epoch);
+}
+
+/// Debug check of wait (the group's leader, before it waits): `token` is the channel's latest
+/// arrival, or at least not one the channel completed before.
+__noinline__ IRIS_DEVICE_FN inline void check_wait(const Context& ctx, const std::uint64_t* state,
+                                                   barrier_token token, const char* operation) {
+  const std::uint64_t completed = relaxed_cta::load(state);
+  const std::uint64_t pending = relaxed_cta::load(state + 1);
+  const bool stale = pending > completed ? token.epoch != pending : token.epoch < completed;
+  if (stale) {
+    report_and_trap(ctx, {.kind = ErrorKind::kStaleToken,
+                          .operation = operation,
+                          .target_rank = ctx.rank(),
+                          .expected = pending > completed ? pending : completed,
+                          .observed = token.epoch,
+                          .channel = token.channel});
+  }
+}
+
+/// arrive() under the caller's name. The group syncs, then every member reads the epoch the
+/// channel last completed (the leader stored it after the previous wait's final sync, which this
+/// sync orders before the reads) and announces the next one.
 template <class G>
 IRIS_DEVICE_FN IRIS_FORCEINLINE barrier_token arrive_on(G group, const Context& ctx,
                                                         const Barriers& bars, int channel,
@@ -65,34 +110,39 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE barrier_token arrive_on(G group, const Context& 
   std::uint64_t* state = bars.slots(channel);
   std::uint64_t* slots = state + kEpochSlots;
   const int me = bars.member();
-  const std::uint64_t epoch = relaxed_cta::load(state) + 1;
   // Publishes every member's earlier writes with the releases below (signal.hpp, rule (b)).
-  group.sync();
+  group_sync(group, ctx, operation);
+  const std::uint64_t epoch = relaxed_cta::load(state) + 1;
   const iris::team& t = bars.team();
   const int n = static_cast<int>(group.num_threads());
   const int first = static_cast<int>(group.thread_rank());
-  if (first == 0) relaxed_cta::store(state, epoch);
+  if (ctx.debug_checks() && first == 0) check_arrive(ctx, state, channel, epoch, operation);
   for (int i = first; i < t.size; i += n)
     release_sys::store(ctx.translate_unchecked(slots + me, t.world_rank(i)), epoch);
   return {channel, epoch};
 }
 
 /// wait() under the caller's name: member k of the group waits for team members k, k + n, ...;
-/// the final sync hands what they acquired to the whole group.
+/// the final sync hands what they acquired to the whole group, and then the leader records the
+/// epoch as completed (the next arrive's sync orders that store before its reads).
 template <class G>
 IRIS_DEVICE_FN IRIS_FORCEINLINE void wait_on(G group, const Context& ctx, const Barriers& bars,
                                              barrier_token token, const char* operation,
                                              Awaited awaited) {
   check_channel(ctx, bars, token.channel, operation);
-  const std::uint64_t* slots = bars.slots(token.channel) + kEpochSlots;
+  std::uint64_t* state = bars.slots(token.channel);
+  const std::uint64_t* slots = state + kEpochSlots;
   const iris::team& t = bars.team();
   const int n = static_cast<int>(group.num_threads());
-  for (int i = static_cast<int>(group.thread_rank()); i < t.size; i += n) {
+  const int first = static_cast<int>(group.thread_rank());
+  if (ctx.debug_checks() && first == 0) check_wait(ctx, state, token, operation);
+  for (int i = first; i < t.size; i += n) {
     wait_for<cuda::memory_order_acquire, cuda::thread_scope_system>(
         ctx, operation, slots + i, ctx.rank(), cmp::ge, token.epoch,
         {.what = awaited, .rank = t.world_rank(i), .channel = token.channel});
   }
-  group.sync();
+  group_sync(group, ctx, operation);
+  if (first == 0) relaxed_cta::store(state, token.epoch);
 }
 
 /// The calling block meets the world on a reserved channel (barrier(block), the grid barrier's
@@ -158,14 +208,16 @@ IRIS_DEVICE_FN inline void barrier(block, const Context& ctx) {
                                   .expected = detail::kBarrierMaxBlocks,
                                   .observed = index});
   }
-  detail::meet_ranks(ctx, &detail::barrier_state(ctx)->blocks[index], "barrier(block)");
+  detail::meet_ranks(
+      ctx, detail::world_channel(ctx, detail::kFirstBlockChannel + static_cast<int>(index)),
+      "barrier(block)");
 }
 
 IRIS_DEVICE_FN inline void barrier(grid, const Context& ctx) {
   // Blocks 1.. count themselves in on this rank and wait for block 0 to release them; block 0
   // waits for their count, meets the other ranks, then releases. The count goes back to zero
   // before the release, and the release epoch only grows: nothing to reset between barriers.
-  detail::GridBarrierState* state = &detail::barrier_state(ctx)->grid;
+  detail::GridBarrierCounters* state = detail::grid_barrier_counters(ctx);
   const bool leader_thread = detail::linear_thread_index() == 0;
   __syncthreads();
   if (detail::linear_block_index() == 0) {
@@ -176,7 +228,7 @@ IRIS_DEVICE_FN inline void barrier(grid, const Context& ctx) {
           {.what = detail::Awaited::kGridBlocks});
       detail::relaxed_sys::store(&state->blocks_arrived, std::uint64_t{0});
     }
-    detail::meet_ranks(ctx, &state->ranks, "barrier(grid)");
+    detail::meet_ranks(ctx, detail::world_channel(ctx, detail::kGridChannel), "barrier(grid)");
     if (leader_thread)
       detail::release_sys::store(&state->released, detail::relaxed_sys::load(&state->released) + 1);
   } else if (leader_thread) {

@@ -4,17 +4,22 @@
 // in memory of their own, sized for their team. Not public.
 //
 // Every barrier is an exchange of epochs over a *channel*: on every member's rank, a line with
-// the epoch this rank last arrived at (read and written only by the group of this rank that
-// uses the channel), then one arrival slot per team member; member i stores the epoch it has
-// reached into slot i on every member. Epochs only grow (64 bits
-// never wrap), so a barrier never resets anything: it survives kernel boundaries and CUDA-graph
-// replays as it is.
+// the epoch this rank last completed on the channel (read and written only by the group of this
+// rank that uses the channel), then one arrival slot per team member; member i stores the epoch
+// it has reached into slot i on every member. Epochs only grow (64 bits never wrap), so a
+// barrier never resets anything: it survives kernel boundaries and CUDA-graph replays as it is.
 //
-//   heap offset 0: BarrierState
-//     grid                 whole-grid barrier: local block count, local release epoch, and the
-//                          channel block 0 uses to meet the other ranks
-//     device_barrier       channel of iris::Context::device_barrier (host launched)
-//     blocks[b]            channel of barrier(block, ctx) run by block b
+//   heap offset 0: GridBarrierCounters   the grid barrier's local block count and release epoch
+//   then the world channels, world_channel_slots(world size) words each:
+//     kGridChannel                       block 0 of a grid barrier meets the other ranks here
+//     kDeviceBarrierChannel              iris::Context::device_barrier (host launched)
+//     kFirstBlockChannel + b             barrier(block, ctx) run by block b
+//
+// A world channel has arrival lines for the world's size, and never fewer than four (64 ranks):
+// up to 64 ranks every line sits where it sat when the world barriers stopped at 64 ranks. Where
+// these few lines lie decides which part of the L2 cache peers' arrivals land in, and with it
+// the barrier's latency (visible when ranks share one GPU), so the layout up to 64 ranks stays
+// fixed; larger worlds get wider channels.
 #pragma once
 
 #include <cstddef>
@@ -34,34 +39,48 @@ inline constexpr std::size_t kLine = 128;
 /// Arrival slots are padded to whole lines per channel.
 inline constexpr int kSlotsPerLine = static_cast<int>(kLine / sizeof(std::uint64_t));
 
-/// Slots before a channel's arrival slots: the line of its local epoch.
+/// Slots before a channel's arrival slots: the line of its local epoch. Word 0 is the epoch this
+/// rank last completed; with debug checks on, word 1 is the epoch of an arrive() whose wait() has
+/// not come yet (iris/device/debug.hpp).
 inline constexpr int kEpochSlots = kSlotsPerLine;
 
-struct alignas(kLine) BarrierChannel {
-  std::uint64_t epoch;  ///< the epoch this rank last arrived at on the channel
-  std::byte unused[kLine - sizeof(std::uint64_t)];
-  std::uint64_t arrived[kBarrierMaxRanks];  ///< arrived[r]: the newest epoch rank r reached
-};
-static_assert(offsetof(BarrierChannel, arrived) == kEpochSlots * sizeof(std::uint64_t));
+/// Words of one world channel for a world of `world` ranks: the epoch line, then the arrival
+/// slots in whole lines, at least four.
+IRIS_HOST_DEVICE constexpr int world_channel_slots(int world) {
+  const int lines = (world + kSlotsPerLine - 1) / kSlotsPerLine;
+  return kEpochSlots + (lines < 4 ? 4 : lines) * kSlotsPerLine;
+}
 
-struct alignas(kLine) GridBarrierState {
+/// A world channel's first word (its local epoch); world_barriers() views it as a Barriers.
+struct BarrierChannel {
+  std::uint64_t epoch;
+};
+
+struct alignas(kLine) GridBarrierCounters {
   std::uint64_t blocks_arrived;  ///< blocks (other than block 0) in the current grid barrier
   std::byte unused0[kLine - sizeof(std::uint64_t)];
   std::uint64_t released;  ///< grid barriers block 0 has released on this rank
   std::byte unused1[kLine - sizeof(std::uint64_t)];
-  BarrierChannel ranks;  ///< block 0 meets the other ranks here
 };
 
-struct BarrierState {
-  GridBarrierState grid;
-  BarrierChannel device_barrier;
-  BarrierChannel blocks[kBarrierMaxBlocks];
-};
+/// The world channels, in order after the grid counters.
+inline constexpr int kGridChannel = 0;
+inline constexpr int kDeviceBarrierChannel = 1;
+inline constexpr int kFirstBlockChannel = 2;
+inline constexpr int kWorldChannels = kFirstBlockChannel + kBarrierMaxBlocks;
 
-/// Heap offset of the BarrierState (the same on every rank).
+/// Heap offset of the grid counters, then of the first world channel (the same on every rank).
 inline constexpr std::size_t kBarrierStateOffset = 0;
+inline constexpr std::size_t kWorldChannelsOffset =
+    kBarrierStateOffset + sizeof(GridBarrierCounters);
 
-static_assert(kBarrierStateOffset + sizeof(BarrierState) <= kReservedHeapBytes,
-              "the barrier state must fit in the heap's reserved bytes");
+static_assert(kWorldChannelsOffset + std::size_t{kWorldChannels} *
+                                         world_channel_slots(kBarrierMaxRanks) *
+                                         sizeof(std::uint64_t) <=
+                  kReservedHeapBytes,
+              "the world barriers' state must fit in the heap's reserved bytes");
+static_assert(kWorldChannelsOffset % kLine == 0 &&
+                  world_channel_slots(1) * sizeof(std::uint64_t) % kLine == 0,
+              "world channels start on lines");
 
 }  // namespace iris::device::detail

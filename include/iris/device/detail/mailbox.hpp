@@ -34,8 +34,14 @@ enum class ErrorKind : std::uint32_t {
   kNotInTeam,      ///< a barrier object used by a rank outside its team (`expected` = team size,
                    ///< `observed` = start << 32 | stride)
   kBadChannel,     ///< a barrier object's channel `observed` is not below its `expected` channels
-  kArgumentMismatch,  ///< debug check: a collective's argument (named in `operation`) is
-                      ///< `expected` here but `observed` on rank `target_rank`
+  kArgumentMismatch,   ///< debug check: a collective's argument (named in `operation`) is
+                       ///< `expected` here but `observed` on rank `target_rank`
+  kArriveTwice,        ///< debug check: a second arrive on barrier channel `channel` before the
+                       ///< wait for the arrival at epoch `observed` (`expected`: epoch completed)
+  kStaleToken,         ///< debug check: a wait on channel `channel` for epoch `observed`, not the
+                       ///< channel's latest arrival `expected`
+  kTooManyWarpGroups,  ///< an iris::warps<`expected`> group `observed` past the eighth synced;
+                       ///< `bytes` = blockDim as x << 40 | y << 20 | z
 };
 
 /// What a wait that timed out was waiting for, so that the report can name who did not come.
@@ -67,7 +73,8 @@ struct ErrorMailbox {
   detail::ValueKind value_kind;
   detail::Awaited awaited;    ///< what a timed-out wait waited for
   std::int32_t awaited_rank;  ///< the rank a barrier waited for (Awaited::kRank, kChannelRank)
-  std::int32_t channel;       ///< the barrier object's channel (Awaited::kChannelRank)
+  std::int32_t channel;       ///< the barrier channel (Awaited::kChannelRank, kArriveTwice,
+                              ///< kStaleToken)
   std::int64_t heap_offset;   ///< byte offset of the address from the start of its heap
   std::uint64_t bytes;        ///< bytes the operation addressed (debug checks)
   std::uint64_t heap_size;    ///< bytes per rank's heap (debug checks)

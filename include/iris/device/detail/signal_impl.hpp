@@ -2,6 +2,7 @@
 #pragma once
 
 #include "iris/device/debug.hpp"
+#include "iris/device/detail/group_sync.hpp"
 #include "iris/device/detail/ptx.hpp"
 #include "iris/device/detail/wait.hpp"
 #include "iris/device/signal.hpp"
@@ -81,14 +82,14 @@ IRIS_DEVICE_FN T wait_until(G group, const Context& ctx, const T* flag, cmp c,
       seen = wait_until(ctx, flag, c, value, order, scope);
     seen = __shfl_sync(lanes, seen, leader);
     // Hands what the spinning threads acquired to every member.
-    group.sync();
+    detail::group_sync(group, ctx, "wait_until");
     return seen;
   }
 }
 
 template <synchronizable_group G, class T, signal_op Op>
 IRIS_DEVICE_FN void signal(G group, const Context& ctx, signal_action<T, Op> action, int to) {
-  group.sync();
+  detail::group_sync(group, ctx, "signal");
   if (group.thread_rank() == 0) detail::raise(ctx, action, to);
 }
 
@@ -96,7 +97,7 @@ template <synchronizable_group G, class T, signal_op Op>
 IRIS_DEVICE_FN void signal(G group, const Context& ctx, signal_action<T, Op> action,
                            const team& t) {
   detail::check_member(ctx, "signal", t, 0);
-  group.sync();
+  detail::group_sync(group, ctx, "signal");
   const int n = static_cast<int>(group.num_threads());
   for (int i = static_cast<int>(group.thread_rank()); i < t.size; i += n)
     detail::raise(ctx, action, t.world_rank(i));
