@@ -168,7 +168,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE barrier_token arrive_at(G group, const Context& 
   std::uint64_t* state = bars.slots(channel);
   std::uint64_t* slots = state + kEpochSlots;
   // Publishes every member's earlier writes with the releases below (signal.hpp, rule (b)).
-  group.sync();
+  group_sync(group, ctx, operation);
   const iris::team& t = bars.team();
   const int n = static_cast<int>(group.num_threads());
   const int first = static_cast<int>(group.thread_rank());
