@@ -2,7 +2,7 @@
 // 8 B up to --max-bytes, eager and as a CUDA graph: time, algbw, busbw (nccl-tests formulas)
 // and wrong elements; with the same run's cudaMemcpy D2D as the ceiling when the ranks share
 // one GPU (then their traffic all lands on one HBM), and a sweep of bandwidth against the SM
-// budget (blocks per call).
+// budget (blocks per call, up to twice the default budget).
 //
 //   iris-run -n 8 ./bench_ccl_bench [--max-bytes 256M] [--samples 9] [--json out.json]
 //                                   [--tune tuning.json] [--collectives all_reduce,all_gather]
