@@ -2,7 +2,7 @@
 // 8 B up to --max-bytes, eager and as a CUDA graph: time, algbw, busbw (nccl-tests formulas)
 // and wrong elements; with the same run's cudaMemcpy D2D as the ceiling when the ranks share
 // one GPU (then their traffic all lands on one HBM), and a sweep of bandwidth against the SM
-// budget (blocks per call).
+// budget (blocks per call, up to twice the default budget).
 //
 //   iris-run -n 8 ./bench_ccl_bench [--max-bytes 256M] [--samples 9] [--json out.json]
 //                                   [--tune tuning.json] [--collectives all_reduce,all_gather]
@@ -44,6 +44,9 @@ namespace {
 using iris::ccl::Algorithm;
 using iris::ccl::Collective;
 using iris::ccl::ReduceOp;
+
+/// Blocks one call takes at most (Options::max_blocks' limit, the workspace's channels).
+constexpr int kChannelLimit = 128;
 
 struct Case {
   Collective collective;
@@ -206,6 +209,7 @@ int main(int argc, char** argv) {
                              {Collective::kAllReduce, Algorithm::kTwoShot},
                              {Collective::kAllGather, Algorithm::kPull},
                              {Collective::kAllGather, Algorithm::kPush},
+                             {Collective::kAllGather, Algorithm::kRing},
                              {Collective::kReduceScatter, Algorithm::kPull},
                              {Collective::kAllToAll, Algorithm::kPull},
                              {Collective::kBroadcast, Algorithm::kPull}};
@@ -468,21 +472,28 @@ int main(int argc, char** argv) {
     ceiling.push_back(row);
   }
 
-  // SM budget: bandwidth against blocks per call at the largest size.
+  // SM budget: bandwidth against blocks per call at the largest size: powers of two up to the
+  // collective's default budget, the budget, and past it up to twice the budget (at most the
+  // channel limit). The default budget is half of what the GPU holds at once across the ranks
+  // on it, so that two calls in flight stay co-resident; with one call in flight at a time (as
+  // here) twice the budget still fits, which shows what the halving costs.
   std::vector<iris::bench::Row> budget_rows;
   const std::size_t sweep_size = sizes.empty() ? 0 : sizes.back();
   for (Case k : {Case{Collective::kAllReduce, Algorithm::kTwoShot},
+                 Case{Collective::kAllReduce, Algorithm::kOneShotPull},
+                 Case{Collective::kReduceScatter, Algorithm::kPull},
                  Case{Collective::kAllGather, Algorithm::kPull},
-                 Case{Collective::kReduceScatter, Algorithm::kPull}}) {
+                 Case{Collective::kAllToAll, Algorithm::kPull}}) {
     if (sweep_size == 0 || !runnable(k, sweep_size)) continue;
     if (!only.empty() &&
         only.find(std::string(iris::ccl::to_string(k.collective))) == std::string::npos)
       continue;
-    // Powers of two up to the collective's default budget, and the budget itself.
     const int budget = comm.max_blocks(k.collective);
+    const int most = std::min(2 * budget, kChannelLimit);
     std::vector<int> counts;
     for (int b = 1; b < budget; b *= 2) counts.push_back(b);
-    counts.push_back(budget);
+    for (int b : {budget, budget + budget / 2, most})
+      if (b <= most && (counts.empty() || b > counts.back())) counts.push_back(b);
     for (int blocks : counts) {
       if (leader)
         std::fprintf(stderr, "[ccl_bench] SM budget %s %d blocks\n",

@@ -83,8 +83,9 @@ struct Communicator::State {
   /// Block c of every member meets on channel c (detail/sync.hpp); one channel per block of the
   /// largest grid a call launches.
   Barriers barriers;
-  int max_blocks = 1;       ///< SM budget of the reducing collectives
-  int move_max_blocks = 1;  ///< SM budget of the others
+  int max_blocks = 1;                          ///< SM budget of the reducing collectives
+  int move_max_blocks = 1;                     ///< SM budget of the others
+  int move_in_flight = detail::kMoveInFlight;  ///< the movement kernel's vectors in flight
   TuningTable table;
   ForcedAlgorithms forced{};
   detail::HeapRange heap;
@@ -169,6 +170,7 @@ struct Communicator::State {
   /// Launch for a movement collective of parts of `bytes` bytes.
   void move(detail::MoveParams params, const Plan& plan, cudaStream_t stream) const {
     params.comm = handle();
+    params.in_flight = move_in_flight;
     const std::size_t tile =
         round_up(ceil_div(std::max<std::size_t>(params.bytes, 1), plan.blocks), 256);
     params.tile = tile;
@@ -254,6 +256,13 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
     s.forced = parse_forced_algorithms(*forced);
   } else {
     s.forced.fill(Algorithm::kAuto);
+  }
+
+  if (auto vectors = env::get(detail::kMoveVectorsEnv)) {
+    if (*vectors != "4" && *vectors != "8")
+      throw Error(Errc::kInvalidArgument, std::string(detail::kMoveVectorsEnv) + ": \"" +
+                                              std::string(*vectors) + "\" is not 4 or 8");
+    s.move_in_flight = *vectors == "4" ? 4 : 8;
   }
 
   const HeapInfo heap = ctx.heap();
@@ -442,12 +451,13 @@ void Communicator::all_gather_bytes(void* dst, const void* src, std::size_t byte
     detail::check_aliasing(dst, all, src, bytes, false, kCall, "dst", "src",
                            "in place means src == dst + index() * count");
   const Plan plan = s.plan(Collective::kAllGather, bytes, options, src == mine, kCall);
-  const detail::MoveParams p{.kind = plan.algorithm == Algorithm::kPush
-                                         ? detail::MoveKind::kAllGatherPush
-                                         : detail::MoveKind::kAllGatherPull,
-                             .dst = static_cast<std::byte*>(dst),
-                             .src = static_cast<const std::byte*>(src),
-                             .bytes = bytes};
+  const detail::MoveParams p{
+      .kind = plan.algorithm == Algorithm::kPush   ? detail::MoveKind::kAllGatherPush
+              : plan.algorithm == Algorithm::kRing ? detail::MoveKind::kAllGatherRing
+                                                   : detail::MoveKind::kAllGatherPull,
+      .dst = static_cast<std::byte*>(dst),
+      .src = static_cast<const std::byte*>(src),
+      .bytes = bytes};
   s.move(p, plan, stream);
 }
 

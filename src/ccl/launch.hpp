@@ -14,6 +14,12 @@ namespace iris::ccl::detail {
 /// Threads per block the kernels are compiled for at most (CommunicatorOptions::threads).
 inline constexpr int kMaxThreads = 512;
 
+/// 16-byte vectors each thread of the movement kernel keeps in flight by default (4 and 8 are
+/// compiled; IRIS_CCL_MOVE_VECTORS picks): 8, twice the device API's default, so that a
+/// 256-thread block has 32 KiB of loads outstanding.
+inline constexpr int kMoveInFlight = 8;
+inline constexpr const char* kMoveVectorsEnv = "IRIS_CCL_MOVE_VECTORS";
+
 enum class ReduceKind : int { kAllReducePull, kAllReduceTwoShot, kReduceScatter, kReduce };
 
 struct ReduceParams {
@@ -49,6 +55,7 @@ enum class MoveKind : int {
   kRecv,
   kBarrier,
   kAllGather2d,
+  kAllGatherRing,
 };
 
 struct MoveParams {
@@ -68,6 +75,7 @@ struct MoveParams {
   std::size_t rows;       ///< all_gather_2d: rows of a part (`bytes` is then bytes per row);
   std::size_t dst_pitch;  ///< bytes between dst's rows
   std::size_t src_pitch;  ///< bytes between src's rows
+  int in_flight = kMoveInFlight;  ///< 16-byte vectors per thread in flight: 4 or 8
 };
 
 void launch_reduce(const ReduceParams& params, DataType type, int blocks, int threads,

@@ -2,6 +2,9 @@
 // scatter, send, recv, barrier. One kernel; the collective is chosen at run time. Block c moves
 // slice c of every part it handles and meets block c of the other members before (their
 // buffers are ready) and after (everyone is done with them).
+#include <algorithm>
+#include <string>
+
 #include "ccl/launch.hpp"
 #include "iris/ccl/detail/args.hpp"
 #include "iris/ccl/detail/device_impl.hpp"
@@ -37,14 +40,17 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::size_t even_tile(std::size_t bytes) {
 __device__ const char* const kEntryNames[] = {
     "ccl all_gather(pull) entry", "ccl all_gather(push) entry", "ccl all_to_all entry",
     "ccl all_to_allv entry", "ccl broadcast entry", "ccl gather entry", "ccl scatter entry",
-    "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d entry"};
+    "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d entry",
+    "ccl all_gather(ring) entry"};
 __device__ const char* const kExitNames[] = {
     "ccl all_gather(pull) exit", "ccl all_gather(push) exit", "ccl all_to_all exit",
     "ccl all_to_allv exit", "ccl broadcast exit", "ccl gather exit", "ccl scatter exit",
-    "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d exit"};
+    "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d exit",
+    "ccl all_gather(ring) exit"};
 __device__ const char* const kCallNames[] = {
     "ccl all_gather", "ccl all_gather", "ccl all_to_all", "ccl all_to_allv", "ccl broadcast",
-    "ccl gather", "ccl scatter", "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d"};
+    "ccl gather", "ccl scatter", "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d",
+    "ccl all_gather"};
 // clang-format on
 
 /// Whether the call is in place, as each collective defines it (scatter: on the root only, so
@@ -53,6 +59,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool in_place_call(const MoveParams& p, int me) 
   switch (p.kind) {
     case MoveKind::kAllGatherPull:
     case MoveKind::kAllGatherPush:
+    case MoveKind::kAllGatherRing:
     case MoveKind::kGather:
       return p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
     case MoveKind::kBroadcast:
@@ -64,6 +71,9 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool in_place_call(const MoveParams& p, int me) 
   }
 }
 
+/// `InFlight`: 16-byte vectors each thread keeps in flight while it moves bytes (MoveParams::
+/// in_flight); the send/recv and 2-D paths keep the device API's default.
+template <int InFlight>
 __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant__ MoveParams p) {
   const device::Communicator& comm = p.comm;
   const auto& ctx = comm.ctx;
@@ -139,7 +149,8 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
         const int k = (me + j) % members;
         std::byte* out = p.dst + static_cast<std::size_t>(k) * p.bytes;
         if (in_place && k == me) continue;
-        get(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n, comm.world_rank(k));
+        get<InFlight>(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n,
+                      comm.world_rank(k));
       }
       break;
     }
@@ -148,15 +159,37 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
       for (int j = 0; j < members; ++j) {
         const int k = (me + j) % members;
         if (k == me && out == p.src) continue;
-        put(block, ctx, out + s.first, p.src + s.first, s.n, comm.world_rank(k));
+        put<InFlight>(block, ctx, out + s.first, p.src + s.first, s.n, comm.world_rank(k));
+      }
+      break;
+    }
+    case MoveKind::kAllGatherRing: {
+      // Step t of members - 1: pull part (me - t - 1) from the left neighbour, which holds it
+      // since its step t - 1 (step 0: its own part, in its src, or at its slot when in place);
+      // an exchange between steps orders them (block c only reads slice c, which block c of
+      // the neighbour wrote). The exit exchange, entry + members - 1, keeps this rank's output
+      // until its right neighbour has read it.
+      const bool in_place = p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
+      const int left = (me + members - 1) % members;
+      for (int t = 0; t + 1 < members; ++t) {
+        if (t > 0) team_exchange(comm, channel, entry + t, "ccl all_gather(ring) step");
+        const int part = ((me - t - 1) % members + members) % members;
+        std::byte* out = p.dst + static_cast<std::size_t>(part) * p.bytes;
+        const std::byte* in = t == 0 && !in_place ? p.src : out;
+        get<InFlight>(block, ctx, out + s.first, in + s.first, s.n, comm.world_rank(left));
+      }
+      if (!in_place) {
+        std::byte* out = p.dst + static_cast<std::size_t>(me) * p.bytes;
+        get<InFlight>(block, ctx, out + s.first, p.src + s.first, s.n, ctx.rank());
       }
       break;
     }
     case MoveKind::kAllToAll:
       for (int j = 0; j < members; ++j) {
         const int k = (me + j) % members;
-        get(block, ctx, p.dst + static_cast<std::size_t>(k) * p.bytes + s.first,
-            p.src + static_cast<std::size_t>(me) * p.bytes + s.first, s.n, comm.world_rank(k));
+        get<InFlight>(block, ctx, p.dst + static_cast<std::size_t>(k) * p.bytes + s.first,
+                      p.src + static_cast<std::size_t>(me) * p.bytes + s.first, s.n,
+                      comm.world_rank(k));
       }
       break;
     case MoveKind::kAllToAllv:
@@ -170,7 +203,8 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
         if (count <= 0) continue;
         const std::size_t bytes = static_cast<std::size_t>(count) * p.element_bytes;
         const Slice v = slice_of(bytes, even_tile(bytes), c);
-        get(block, ctx,
+        get<InFlight>(
+            block, ctx,
             p.dst + static_cast<std::size_t>(p.recv_offsets[k]) * p.element_bytes + v.first,
             p.src + static_cast<std::size_t>(at) * p.element_bytes + v.first, v.n, from);
       }
@@ -178,7 +212,7 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
     case MoveKind::kBroadcast:
       // In place (dst == src on every member), the root's data is at dst.
       if (!(me == p.root && p.dst == p.src))
-        get(block, ctx, p.dst + s.first, p.src + s.first, s.n, comm.world_rank(p.root));
+        get<InFlight>(block, ctx, p.dst + s.first, p.src + s.first, s.n, comm.world_rank(p.root));
       break;
     case MoveKind::kGather:
       if (me == p.root) {
@@ -188,15 +222,15 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
           const int k = (me + j) % members;
           std::byte* out = p.dst + static_cast<std::size_t>(k) * p.bytes;
           if (in_place && k == me) continue;
-          get(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n,
-              comm.world_rank(k));
+          get<InFlight>(block, ctx, out + s.first, (in_place ? out : p.src) + s.first, s.n,
+                        comm.world_rank(k));
         }
       }
       break;
     case MoveKind::kScatter: {
       const std::byte* in = p.src + static_cast<std::size_t>(me) * p.bytes;
       if (!(me == p.root && p.dst == in))
-        get(block, ctx, p.dst + s.first, in + s.first, s.n, comm.world_rank(p.root));
+        get<InFlight>(block, ctx, p.dst + s.first, in + s.first, s.n, comm.world_rank(p.root));
       break;
     }
     case MoveKind::kAllGather2d: {
@@ -222,23 +256,37 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
     case MoveKind::kRecv:
       break;
   }
+  // The ring's steps took values entry + 1 .. entry + members - 2.
+  const auto exit_step =
+      static_cast<std::uint64_t>(p.kind == MoveKind::kAllGatherRing ? members - 1 : 1);
   if (p.kind != MoveKind::kBarrier)
-    team_exchange(comm, channel, entry + 1, kExitNames[static_cast<int>(p.kind)]);
+    team_exchange(comm, channel, entry + exit_step, kExitNames[static_cast<int>(p.kind)]);
   device::end(comm, epoch);
 }
 
 }  // namespace
 
 void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t stream) {
-  move_kernel<<<blocks, threads, 0, stream>>>(params);
+  if (params.in_flight == 4) {
+    move_kernel<4><<<blocks, threads, 0, stream>>>(params);
+  } else if (params.in_flight == 8) {
+    move_kernel<8><<<blocks, threads, 0, stream>>>(params);
+  } else {
+    throw Error(Errc::kInvalidArgument, "iris::ccl: movement vectors in flight " +
+                                            std::to_string(params.in_flight) + " is not 4 or 8");
+  }
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
 
 int resident_move_blocks(int threads) {
-  int n = 0;
-  IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &n, reinterpret_cast<const void*>(&move_kernel), threads, 0));
-  return n;
+  int fewest = 1 << 30;
+  for (const void* kernel : {reinterpret_cast<const void*>(&move_kernel<4>),
+                             reinterpret_cast<const void*>(&move_kernel<8>)}) {
+    int n = 0;
+    IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
+    fewest = std::min(fewest, n);
+  }
+  return fewest;
 }
 
 }  // namespace iris::ccl::detail

@@ -30,7 +30,7 @@ constexpr std::string_view kReduceOpNames[] = {"sum", "prod", "min", "max", "avg
 constexpr std::string_view kCollectiveNames[] = {
     "all_reduce", "reduce_scatter", "all_gather", "all_to_all", "all_to_allv", "broadcast",
     "reduce", "gather", "scatter", "send_recv", "barrier"};
-constexpr std::string_view kAlgorithmNames[] = {"auto", "one_shot", "one_shot_pull", "two_shot", "pull", "push"};
+constexpr std::string_view kAlgorithmNames[] = {"auto", "one_shot", "one_shot_pull", "two_shot", "pull", "push", "ring"};
 // clang-format on
 
 template <std::size_t N>
@@ -82,7 +82,8 @@ bool collective_has(Collective collective, Algorithm algorithm) {
       return algorithm == Algorithm::kOneShot || algorithm == Algorithm::kOneShotPull ||
              algorithm == Algorithm::kTwoShot;
     case Collective::kAllGather:
-      return algorithm == Algorithm::kPull || algorithm == Algorithm::kPush;
+      return algorithm == Algorithm::kPull || algorithm == Algorithm::kPush ||
+             algorithm == Algorithm::kRing;
     default:
       return algorithm == Algorithm::kPull;
   }

@@ -128,9 +128,14 @@ TEST(CclTuning, BadTablesSayWhereAndWhat) {
               HasSubstr("entry without \"collective\""));
   EXPECT_THAT(
       message_of([] {
+        TuningTable::parse(R"({"entries": [{"collective": "all_reduce", "algorithm": "tree"}]})");
+      }),
+      HasSubstr("unknown algorithm \"tree\""));
+  EXPECT_THAT(
+      message_of([] {
         TuningTable::parse(R"({"entries": [{"collective": "all_reduce", "algorithm": "ring"}]})");
       }),
-      HasSubstr("unknown algorithm \"ring\""));
+      HasSubstr("all_reduce has no algorithm ring"));
   EXPECT_THAT(message_of([] {
                 TuningTable::parse(
                     R"({"entries": [{"collective": "all_gather", "algorithm": "two_shot"}]})");

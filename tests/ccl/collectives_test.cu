@@ -206,7 +206,7 @@ TEST(CclAllGather, PullAndPushEveryCountInAndOutOfPlaceAndSubset) {
     if (!comm) continue;
     const int n = comm->size();
     const auto ranks = members(*comm);
-    for (Algorithm algorithm : {Algorithm::kPull, Algorithm::kPush}) {
+    for (Algorithm algorithm : {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing}) {
       for (std::size_t bytes : kByteCounts) {
         for (bool in_place : {false, true}) {
           std::byte* dst = arenas().b;

@@ -47,8 +47,11 @@ enum class Algorithm : int {
                  ///< (rank k pushes its reduced shard to every rank)
   kPull,         ///< movement and reduce_scatter: each rank reads what it needs from peers
   kPush,         ///< all_gather: each rank writes its part into every rank's output
+  kRing,         ///< all_gather, pipelined: in step s (of size - 1) each rank pulls from its left
+                 ///< neighbour the part that neighbour received in step s - 1 (its own in step
+                 ///< 0), so every rank reads from one peer only and each step moves 1/size
 };
-inline constexpr int kAlgorithmCount = 6;
+inline constexpr int kAlgorithmCount = 7;
 
 /// Per-call choices; the defaults let the communicator decide.
 struct Options {

@@ -29,10 +29,11 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool aligned16(const void* p) {
 }
 
 /// One 16-byte vector's result: the team-order reduction of `v[0 .. members)` (members <=
-/// Members), packed again.
-template <int Members, class T>
-IRIS_DEVICE_FN IRIS_FORCEINLINE uint4 reduce_vector(const uint4 (&v)[Members], int members,
-                                                    ReduceOp op) {
+/// Members), packed again. The operator is a template argument, so that the per-element work
+/// is the arithmetic alone (no branch on the operator per element): the same operations in the
+/// same order as the run-time form, so the same bits.
+template <int Members, class T, ReduceOp Op>
+IRIS_DEVICE_FN IRIS_FORCEINLINE uint4 reduce_vector(const uint4 (&v)[Members], int members) {
   constexpr std::size_t V = kVector<T>;
   acc_t<T> acc[V];
 #pragma unroll
@@ -42,11 +43,11 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE uint4 reduce_vector(const uint4 (&v)[Members], i
     memcpy(e, &v[k], 16);
 #pragma unroll
     for (std::size_t x = 0; x < V; ++x)
-      acc[x] = k == 0 ? widen<T>(e[x]) : combine(op, acc[x], widen<T>(e[x]));
+      acc[x] = k == 0 ? widen<T>(e[x]) : combine(Op, acc[x], widen<T>(e[x]));
   }
   T out[V];
 #pragma unroll
-  for (std::size_t x = 0; x < V; ++x) out[x] = narrow<T>(finish(op, acc[x], members));
+  for (std::size_t x = 0; x < V; ++x) out[x] = narrow<T>(finish(Op, acc[x], members));
   uint4 packed;
   memcpy(&packed, out, 16);
   return packed;
@@ -55,17 +56,22 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE uint4 reduce_vector(const uint4 (&v)[Members], i
 /// The vector part of reduce_span for teams of at most `Members`: each thread takes `Vectors`
 /// vectors at once (i, i + blockDim, ...) and issues the loads of every member for all of them
 /// before it reduces any, so that about Vectors * Members 16-byte loads are in flight per
-/// thread. Each vector is then reduced in team order exactly as one at a time would be.
-template <int Vectors, int Members, class T>
+/// thread. Each vector is then reduced in team order exactly as one at a time would be. Every
+/// member's source and (when `to_all`) destination is translated once, before the loop.
+template <int Vectors, int Members, class T, ReduceOp Op>
 IRIS_DEVICE_FN void reduce_vectors(const device::Communicator& comm, uint4* d, bool to_all,
-                                   const uint4* s, std::size_t vectors, ReduceOp op) {
+                                   const uint4* s, std::size_t vectors) {
   if (vectors == 0) return;  // (the range checks below would see an empty range)
   const int members = comm.team.size;
   const auto& ctx = comm.ctx;
   const uint4* from[Members];
+  uint4* to[Members];
 #pragma unroll
-  for (int k = 0; k < Members; ++k)
+  for (int k = 0; k < Members; ++k) {
     from[k] = k < members ? ctx.translate(s, comm.world_rank(k), vectors) : s;
+    to[k] = to_all && k < members ? ctx.translate(d, comm.world_rank(k), vectors) : d;
+  }
+  const int writers = to_all ? members : 1;
   const std::size_t step = blockDim.x;
 #pragma unroll 1
   for (std::size_t i = threadIdx.x; i < vectors; i += Vectors * step) {
@@ -79,13 +85,30 @@ IRIS_DEVICE_FN void reduce_vectors(const device::Communicator& comm, uint4* d, b
     for (int u = 0; u < Vectors; ++u) {
       const std::size_t at = i + u * step;
       if (at >= vectors) break;
-      const uint4 packed = reduce_vector<Members, T>(v[u], members, op);
-      if (to_all) {
-        for (int k = 0; k < members; ++k) ctx.translate(d, comm.world_rank(k))[at] = packed;
-      } else {
-        d[at] = packed;
-      }
+      const uint4 packed = reduce_vector<Members, T, Op>(v[u], members);
+#pragma unroll
+      for (int k = 0; k < Members; ++k)
+        if (k < writers) to[k][at] = packed;
     }
+  }
+}
+
+/// reduce_vectors with the operator fixed at compile time (one branch per call, not per
+/// element).
+template <int Vectors, int Members, class T>
+IRIS_DEVICE_FN void reduce_vectors_op(const device::Communicator& comm, uint4* d, bool to_all,
+                                      const uint4* s, std::size_t vectors, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kSum>(comm, d, to_all, s, vectors);
+    case ReduceOp::kProd:
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kProd>(comm, d, to_all, s, vectors);
+    case ReduceOp::kMin:
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kMin>(comm, d, to_all, s, vectors);
+    case ReduceOp::kMax:
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kMax>(comm, d, to_all, s, vectors);
+    case ReduceOp::kAvg:
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kAvg>(comm, d, to_all, s, vectors);
   }
 }
 
@@ -146,11 +169,11 @@ IRIS_DEVICE_FN void reduce_span(const device::Communicator& comm, T* dst, bool t
     auto* d = reinterpret_cast<uint4*>(dst);
     constexpr int L = kLoadsInFlight<T>;
     if (members <= 2) {
-      reduce_vectors<L / 2, 2, T>(comm, d, to_all, s, vectors, op);
+      reduce_vectors_op<L / 2, 2, T>(comm, d, to_all, s, vectors, op);
     } else if (members <= 4) {
-      reduce_vectors<L / 4, 4, T>(comm, d, to_all, s, vectors, op);
+      reduce_vectors_op<L / 4, 4, T>(comm, d, to_all, s, vectors, op);
     } else if (members <= 8) {
-      reduce_vectors<L / 8, 8, T>(comm, d, to_all, s, vectors, op);
+      reduce_vectors_op<L / 8, 8, T>(comm, d, to_all, s, vectors, op);
     } else {
       reduce_vectors_any<T>(comm, d, to_all, s, vectors, op);
     }
