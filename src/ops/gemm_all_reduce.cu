@@ -1,6 +1,6 @@
-// iris::ops::GemmAllReduce: the host op, the one-shot pattern's reduction kernel and the two
-// one-block kernels that keep a run from overwriting partials a member still reads. The
-// two-shot pattern is GemmReduceScatter (its fused route) followed by an iris::ccl all_gather.
+// iris::ops::GemmAllReduce: the host op. One-shot is the tile-store GEMM on its all-scatter route
+// into per-source slots, then the slot reduction of detail/slot_reduce.cuh; two-shot is
+// GemmReduceScatter (its fused route) followed by an iris::ccl all_gather.
 #include "iris/ops/gemm_all_reduce.hpp"
 
 #include <cuda_bf16.h>
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "iris/ccl/communicator.hpp"
-#include "iris/device/signal.hpp"
 #include "iris/host/error.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
+#include "iris/ops/detail/slot_reduce.cuh"
 #include "iris/ops/gemm_reduce_scatter.hpp"
 
 namespace iris::ops {
@@ -33,84 +33,8 @@ std::string_view to_string(AllReducePattern pattern) noexcept {
 namespace detail {
 
 using ArElement = __nv_bfloat16;
-constexpr unsigned kAllReduceThreads = 256;
-constexpr int kArUnitElements = 8;  // 16 bytes of bf16
 /// kAuto: one-shot while its slots (team.size x M x N bf16) take at most this many bytes.
 constexpr std::size_t kOneShotSlotBytes = std::size_t{32} << 20;
-
-/// All of C and the partials of it that every member stored here; the same shape everywhere.
-struct AllReduceGrid {
-  const ArElement* slots = nullptr;  // [team.size][m x n]: member q's partial product at q
-  ArElement* c = nullptr;            // m x n
-  int m = 0, n = 0;
-  std::int64_t slot = 0;  // m * n
-  int tile_m = 0, tile_n = 0, tiles_n = 0, tiles = 0;
-};
-
-/// One block per tile of C (grid-stride). The tile's run counter `done` (this rank's; only this
-/// kernel touches it) gives the run's number; the block waits (bounded) until every member's
-/// partial tile of this run arrived, adds them in team order in fp32 and stores the bf16 sum.
-__global__ void __launch_bounds__(kAllReduceThreads)
-    all_reduce_tiles(const __grid_constant__ iris::device::Context ctx, int members,
-                     AllReduceGrid grid, const std::uint64_t* arrivals, std::uint64_t* done) {
-  const iris::block block{};
-  __shared__ std::uint64_t target;
-  for (int t = blockIdx.x; t < grid.tiles; t += gridDim.x) {
-    if (block.thread_rank() == 0) target = done[t] + 1;
-    block.sync();
-    for (int q = 0; q < members; ++q)
-      iris::device::wait_until(block, ctx, arrivals + std::int64_t{q} * grid.tiles + t,
-                               iris::cmp::ge, target);
-    const int i = t / grid.tiles_n, j = t % grid.tiles_n;
-    const int rows = min(grid.tile_m, grid.m - i * grid.tile_m);
-    const int units_per_row = min(grid.tile_n, grid.n - j * grid.tile_n) / kArUnitElements;
-    for (int u = block.thread_rank(); u < rows * units_per_row; u += block.num_threads()) {
-      const int r = u / units_per_row, cu = u % units_per_row;
-      const std::int64_t at =
-          std::int64_t{i * grid.tile_m + r} * grid.n + j * grid.tile_n + cu * kArUnitElements;
-      float sum[kArUnitElements] = {};
-      for (int q = 0; q < members; ++q) {
-        const uint4 unit = *reinterpret_cast<const uint4*>(grid.slots + q * grid.slot + at);
-        const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&unit);
-#pragma unroll
-        for (int e = 0; e < kArUnitElements / 2; ++e) {
-          const float2 f = __bfloat1622float2(pairs[e]);
-          sum[2 * e] += f.x;
-          sum[2 * e + 1] += f.y;
-        }
-      }
-      uint4 out;
-      auto* packed = reinterpret_cast<__nv_bfloat162*>(&out);
-#pragma unroll
-      for (int e = 0; e < kArUnitElements / 2; ++e)
-        packed[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
-      *reinterpret_cast<uint4*>(grid.c + at) = out;
-    }
-    block.sync();  // every read of the slots and every use of `target` is done
-    if (block.thread_rank() == 0) done[t] = target;
-  }
-}
-
-/// Before a run stores: waits (bounded) until every member has finished reading this rank's
-/// slot of the previous runs, freed[o] >= runs so far (kept in `runs`, this rank's own counter).
-__global__ void wait_for_all_slots(const __grid_constant__ iris::device::Context ctx, int members,
-                                   const std::uint64_t* freed, std::uint64_t* runs) {
-  __shared__ std::uint64_t previous;
-  if (threadIdx.x == 0) previous = *runs;
-  __syncthreads();
-  for (int o = threadIdx.x; o < members; o += blockDim.x)
-    iris::device::wait_until(ctx, freed + o, iris::cmp::ge, previous);
-  __syncthreads();
-  if (threadIdx.x == 0) *runs = previous + 1;
-}
-
-/// After this rank's reduction (stream-ordered, so every read of its slots is done): tells every
-/// member that its slot here is free, freed[me] += 1 on each (release, system scope).
-__global__ void free_all_slots(const __grid_constant__ iris::device::Context ctx, iris::team team,
-                               int me, std::uint64_t* freed) {
-  for (int q = threadIdx.x; q < team.size; q += blockDim.x)
-    iris::device::signal_add(ctx, freed + me, std::uint64_t{1}, team.world_rank(q));
-}
 
 struct AllReduceState {
   Context* ctx = nullptr;
@@ -122,7 +46,7 @@ struct AllReduceState {
   std::unique_ptr<GemmReduceScatter> reduce_rows;  // two-shot
   std::unique_ptr<iris::ccl::Communicator> comm;   // bulk-synchronous and two-shot
   iris::team comm_team{};
-  AllReduceGrid grid{};
+  SlotGrid<ArElement> grid{};  // all of C
   // Bulk-synchronous: the M x N partial product; one-shot: the [W][M x N] slots.
   Buffer<ArElement> partials;
   // One-shot: [arrivals: team.size * tiles][done: tiles][freed: team.size][runs: 1]
@@ -304,14 +228,14 @@ void GemmAllReduce::initialize(const GemmAllReduceArguments& args, void* workspa
   s.gemm = detail::make_tile_store_gemm_bf16();
   make_partials(product * s.team.size);
   auto& grid = s.grid;
-  grid.m = args.m;
+  grid.rows = args.m;
   grid.n = args.n;
   grid.slot = static_cast<std::int64_t>(product);
   grid.tile_m = s.gemm->tile_m();
   grid.tile_n = s.gemm->tile_n();
   grid.tiles_n = (args.n + grid.tile_n - 1) / grid.tile_n;
   grid.tiles = grid.tiles_n * ((args.m + grid.tile_m - 1) / grid.tile_m);
-  grid.c = static_cast<detail::ArElement*>(args.c);
+  grid.out = static_cast<detail::ArElement*>(args.c);
   grid.slots = s.partials.data();
   const std::size_t flag_count = std::size_t(s.team.size + 1) * grid.tiles + s.team.size + 1;
   if (!s.flags || s.flags.size() != flag_count) {
@@ -360,13 +284,13 @@ void GemmAllReduce::run(cudaStream_t stream) {
       break;
   }
   const iris::device::Context dctx = s.ctx->device();
-  detail::wait_for_all_slots<<<1, 32, 0, stream>>>(dctx, s.team.size, s.freed(), s.runs());
+  detail::wait_until_slots_freed<<<1, 32, 0, stream>>>(dctx, s.team.size, s.freed(), s.runs());
   IRIS_CUDA_CHECK(cudaGetLastError());
   s.gemm->run(stream);
-  detail::all_reduce_tiles<<<s.reduce_blocks, detail::kAllReduceThreads, 0, stream>>>(
+  detail::reduce_slot_tiles<<<s.reduce_blocks, detail::kSlotReduceThreads, 0, stream>>>(
       dctx, s.team.size, s.grid, s.arrivals(), s.done());
   IRIS_CUDA_CHECK(cudaGetLastError());
-  detail::free_all_slots<<<1, 32, 0, stream>>>(dctx, s.team, s.me, s.freed());
+  detail::announce_slots_freed<<<1, 32, 0, stream>>>(dctx, s.team, s.me, s.freed());
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
 
