@@ -14,6 +14,7 @@ namespace {
 using iris::ops::AllReduceRmsNorm;
 using iris::ops::AllReduceRmsNormArguments;
 using iris::ops::DType;
+using iris::ops::NormOutput;
 using testing::HasSubstr;
 
 // Fake, 256-byte aligned addresses, far enough apart for 64 x 4096 bf16 (512 KiB) each.
@@ -125,6 +126,39 @@ TEST(AllReduceRmsNormCanImplement, RefusesOverlaps) {
   args = good();
   args.gamma = fake(0x5000000 + 8192);  // gamma inside y
   EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("y must not overlap gamma"));
+}
+
+TEST(AllReduceRmsNormCanImplement, Fp8OutputScaleAndSize) {
+  auto args = good();
+  args.y_type = NormOutput::kFp8E4M3;
+  args.y_scale = 0.25f;
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(args))
+      << AllReduceRmsNorm::can_implement(args).message;
+  args.type = DType::kF16;
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(args));
+  for (float scale : {0.f, -1.f, std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::quiet_NaN()}) {
+    args.y_scale = scale;
+    const auto status = AllReduceRmsNorm::can_implement(args);
+    EXPECT_FALSE(status) << "y_scale = " << scale;
+    EXPECT_THAT(status.message, HasSubstr("y_scale"));
+  }
+  args = good();
+  args.y_scale = 2.f;  // a scale without the fp8 output
+  auto status = AllReduceRmsNorm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("applies only to the fp8 output"));
+  // fp8 y is one byte per element: 256 KiB for 64 x 4096, so y may end where gamma starts.
+  args = good();
+  args.y_type = NormOutput::kFp8E4M3;
+  args.y = fake(0x3000000 - 64 * 4096);
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(args))
+      << AllReduceRmsNorm::can_implement(args).message;
+  args.y = fake(0x3000000 - 64 * 4096 + 16);
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("y must not overlap gamma"));
+  args = good();
+  args.y_type = static_cast<NormOutput>(7);
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("NormOutput"));
 }
 
 }  // namespace
