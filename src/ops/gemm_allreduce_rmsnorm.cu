@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -143,8 +144,18 @@ void GemmAllReduceRmsNorm::initialize(const GemmAllReduceRmsNormArguments& args,
   s.args = args;
   if (!s.gemm) s.gemm.emplace();
   s.gemm->initialize(detail::partial_gemm(args, s.partial), workspace, stream);
+  auto norm_args = detail::norm_arguments(args, s.partial);
+  if (norm_args.max_blocks == 0) {
+    // The fused norm's blocks spin until every member's GEMM is done; with ranks sharing a GPU,
+    // all of them together take at most 64 SMs' worth, so the late members' GEMMs (a CTA needs
+    // a whole SM) always find SMs.
+    int devices = 1;
+    IRIS_CUDA_CHECK(cudaGetDeviceCount(&devices));
+    const int sharing = std::max(1, (ctx.local_world_size() + devices - 1) / devices);
+    if (sharing > 1) norm_args.max_blocks = std::max(1, 64 / sharing);
+  }
   if (!s.norm) s.norm.emplace(ctx);
-  s.norm->initialize(detail::norm_arguments(args, s.partial), nullptr, stream);
+  s.norm->initialize(norm_args, nullptr, stream);
 }
 
 void GemmAllReduceRmsNorm::run(cudaStream_t stream) {

@@ -69,7 +69,9 @@ struct GemmAllReduceRmsNormArguments {
   float y_scale = 1.f;       ///< fp8 only (see AllReduceRmsNormArguments::y_scale)
   iris::team team{0, 0, 1};  ///< who takes part; size 0 means the whole world
   AllReduceNormPattern pattern = AllReduceNormPattern::kAuto;
-  int max_blocks = 0;  ///< the norm's blocks at most (AllReduceRmsNormArguments::max_blocks)
+  /// The norm's blocks at most (AllReduceRmsNormArguments::max_blocks); 0: the norm's default,
+  /// or with ranks sharing a GPU 64 divided among them (they spin while peers' GEMMs run).
+  int max_blocks = 0;
 };
 
 namespace detail {
