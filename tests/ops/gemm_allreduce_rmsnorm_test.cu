@@ -38,11 +38,12 @@ constexpr int kTeamK = 128;  // K_r * members: |partial sums| <= 128
 constexpr float kEps = 1e-5f;
 constexpr float kFp8Scale = 1.f / 200;  // the largest normalized values saturate
 
+// Both depend on k (period 3), so the partial sums vary with i, j, the member and the seed.
 __host__ __device__ int a_value(int rank, int i, int k, int seed) {
-  return (i * 7 + k * 3 + rank * 5 + seed * 2) % 3 - 1;
+  return (i * 7 + k * 5 + rank * 3 + seed * 2) % 3 - 1;
 }
 __host__ __device__ int b_value(int rank, int j, int k, int seed) {
-  return (j * 5 + k + rank * 11 + seed) % 3 - 1;
+  return (j * 5 + k * 2 + rank * 11 + seed) % 3 - 1;
 }
 __host__ __device__ int residual_value(int i, int j, int seed) {
   return (i * 3 + j * 7 + seed) % 17 - 8;
