@@ -94,6 +94,7 @@ struct Case {
   AllReduceNormPattern pattern;
   bool fp8 = false;
   bool in_place = false;
+  iris::team team{0, 0, 1};  // size 0: the world
 };
 
 /// residual + sum over the team of A_q B_q^T (exact integers).
@@ -172,14 +173,14 @@ void expect_same_as_team(iris::Context& ctx, const iris::team& team, std::uint64
 template <class T>
 std::uint64_t run_case(const Case& c) {
   iris::Context& ctx = context();
-  const iris::team team = iris::team::world(ctx.world_size());
+  const iris::team team = c.team.size == 0 ? iris::team::world(ctx.world_size()) : c.team;
   const int me = team.index_of(ctx.rank());
   const int k = kTeamK / team.size;
   SCOPED_TRACE(std::string(iris::ops::to_string(c.pattern)) + " " +
                std::string(to_string(std::is_same_v<T, __half> ? DType::kF16 : DType::kBF16)) +
-               ", M = " + std::to_string(c.m) + ", N = " + std::to_string(c.n) +
-               ", K_r = " + std::to_string(k) + (c.fp8 ? ", y in fp8" : "") +
-               (c.in_place ? ", in place" : "") + ", rank " + std::to_string(ctx.rank()));
+               ", M = " + std::to_string(c.m) + ", N = " + std::to_string(c.n) + ", K_r = " +
+               std::to_string(k) + (c.fp8 ? ", y in fp8" : "") + (c.in_place ? ", in place" : "") +
+               ", team of " + std::to_string(team.size) + ", rank " + std::to_string(ctx.rank()));
   const std::size_t mn = std::size_t(c.m) * c.n, bytes = mn * sizeof(T);
   const std::size_t y_size = c.fp8 ? mn : bytes;
   T *a, *b, *residual, *gamma, *out;
@@ -210,6 +211,7 @@ std::uint64_t run_case(const Case& c) {
     args.y_scale = kFp8Scale;
   }
   args.pattern = c.pattern;
+  args.team = c.team;
   const auto status = GemmAllReduceRmsNorm::can_implement(ctx, args);
   EXPECT_TRUE(status) << status.message;
   EXPECT_EQ(GemmAllReduceRmsNorm::workspace_size(args), 0u);
@@ -299,6 +301,15 @@ TEST(GemmAllReduceRmsNorm, Fp8Output) {
       run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kBulkSynchronous, true});
   EXPECT_EQ(fused, bulk) << "the patterns' fp8 y differ in their bits";
   run_case<__half>({130, 1032, AllReduceNormPattern::kFused, true, true});
+}
+
+// Tensor-parallel pairs inside the world (4 ranks and more): each pair reduces its own members.
+TEST(GemmAllReduceRmsNorm, Pairs) {
+  iris::Context& ctx = context();
+  if (ctx.world_size() < 4) GTEST_SKIP() << "teams smaller than the world need 4 ranks or more";
+  const iris::team pair{2 * (ctx.rank() / 2), 2, 1};
+  run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kFused, false, false, pair});
+  run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kBulkSynchronous, true, false, pair});
 }
 
 TEST(GemmAllReduceRmsNorm, AutoPicksAPattern) {
