@@ -5,6 +5,8 @@
 // what a decode step's graph pays. Before timing, the fused and bulk-synchronous results are
 // compared: the inputs are multiples of 1/8 whose sums bf16 holds exactly, so both patterns
 // must give the same bits ("wrong" counts the elements that differ, on the worst rank).
+// fused_fp8_us: the fused pattern with y in fp8 e4m3 (y_scale 1/64); its bytes are compared
+// with the bulk-synchronous pattern's fp8 y as well (counted in "wrong").
 //
 //   iris-run -n 8 ./bench_allreduce_rmsnorm [--samples 15] [--json out.json]
 //
@@ -72,12 +74,14 @@ int main(int argc, char** argv) {
     auto x = ctx.zeros<__nv_bfloat16>(iris::Shape(max_n));
     auto sum = ctx.zeros<__nv_bfloat16>(iris::Shape(max_n));  // ccl all_reduce alone
     __nv_bfloat16 *residual, *gamma, *out[2], *y[2];
+    unsigned char* y8[2];  // fp8 y of the fused and the bulk-synchronous pattern
     unsigned long long* wrong;
     IRIS_CUDA_CHECK(cudaMalloc(&residual, max_n * sizeof(__nv_bfloat16)));
     IRIS_CUDA_CHECK(cudaMalloc(&gamma, kMaxHidden * sizeof(__nv_bfloat16)));
     for (int p = 0; p < 2; ++p) {
       IRIS_CUDA_CHECK(cudaMalloc(&out[p], max_n * sizeof(__nv_bfloat16)));
       IRIS_CUDA_CHECK(cudaMalloc(&y[p], max_n * sizeof(__nv_bfloat16)));
+      IRIS_CUDA_CHECK(cudaMalloc(&y8[p], max_n));
     }
     IRIS_CUDA_CHECK(cudaMalloc(&wrong, sizeof(unsigned long long)));
     cudaStream_t stream;
@@ -130,12 +134,32 @@ int main(int argc, char** argv) {
           ops[p].initialize(args);
           ops[p].run(stream);
         }
+        iris::ops::AllReduceRmsNorm ops8[2] = {iris::ops::AllReduceRmsNorm(ctx),
+                                               iris::ops::AllReduceRmsNorm(ctx)};
+        for (int p = 0; p < 2; ++p) {
+          iris::ops::AllReduceRmsNormArguments args{.tokens = tokens,
+                                                    .hidden = hidden,
+                                                    .x = x.data(),
+                                                    .residual = residual,
+                                                    .gamma = gamma,
+                                                    .residual_out = out[p],
+                                                    .y = y8[p],
+                                                    .y_type = iris::ops::NormOutput::kFp8E4M3,
+                                                    .y_scale = 1.f / 64,
+                                                    .pattern = patterns[p]};
+          ops8[p].initialize(args);
+          ops8[p].run(stream);
+        }
         IRIS_CUDA_CHECK(cudaMemsetAsync(wrong, 0, sizeof(unsigned long long), stream));
         for (int p = 0; p < 2; ++p) {
           const auto* a = reinterpret_cast<const unsigned short*>(p == 0 ? out[0] : y[0]);
           const auto* b = reinterpret_cast<const unsigned short*>(p == 0 ? out[1] : y[1]);
           count_different<<<128, 256, 0, stream>>>(a, b, n, wrong);
         }
+        // fp8 y: n bytes, compared as n / 2 pairs
+        count_different<<<128, 256, 0, stream>>>(reinterpret_cast<const unsigned short*>(y8[0]),
+                                                 reinterpret_cast<const unsigned short*>(y8[1]),
+                                                 n / 2, wrong);
         unsigned long long host_wrong = 0;
         IRIS_CUDA_CHECK(cudaMemcpyAsync(&host_wrong, wrong, sizeof(host_wrong),
                                         cudaMemcpyDeviceToHost, stream));
@@ -146,6 +170,7 @@ int main(int argc, char** argv) {
 
         const double fused = time_us([&] { ops[0].run(stream); });
         const double bulk = time_us([&] { ops[1].run(stream); });
+        const double fused8 = time_us([&] { ops8[0].run(stream); });
         const double alone = time_us(
             [&] { comm.all_reduce(sum.data(), x.data(), n, iris::ccl::ReduceOp::kSum, stream); });
         iris::bench::Row row;
@@ -154,6 +179,7 @@ int main(int argc, char** argv) {
             .number("bytes", static_cast<double>(n * sizeof(__nv_bfloat16)), "%.0f")
             .number("fused_us", fused, "%.2f")
             .number("bulk_sync_us", bulk, "%.2f")
+            .number("fused_fp8_us", fused8, "%.2f")
             .number("all_reduce_us", alone, "%.2f")
             .number("fused_vs_bulk", bulk / fused, "%.2f")
             .number("fused_vs_all_reduce", alone / fused, "%.2f")
@@ -173,6 +199,7 @@ int main(int argc, char** argv) {
     for (int p = 0; p < 2; ++p) {
       cudaFree(out[p]);
       cudaFree(y[p]);
+      cudaFree(y8[p]);
     }
     cudaFree(wrong);
     ctx.barrier();

@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,6 +29,16 @@ std::string_view to_string(AllReduceNormPattern pattern) noexcept {
       return "bulk_synchronous";
     case AllReduceNormPattern::kFused:
       return "fused";
+  }
+  return "?";
+}
+
+std::string_view to_string(NormOutput output) noexcept {
+  switch (output) {
+    case NormOutput::kInput:
+      return "input";
+    case NormOutput::kFp8E4M3:
+      return "fp8_e4m3";
   }
   return "?";
 }
@@ -93,6 +104,7 @@ __device__ float block_sum(float value) {
 struct NormParams {
   int tokens = 0, hidden = 0;
   float eps = 0.f;
+  float y_scale = 1.f;        // fp8 output: the divisor before the conversion
   const void* x = nullptr;    // fused: this rank's symmetric partial sums
   const void* sum = nullptr;  // bulk-synchronous: the all-reduced sum (local)
   const void* residual = nullptr;
@@ -101,21 +113,37 @@ struct NormParams {
   void* y = nullptr;
 };
 
+/// Eight e4m3 bytes in one 8-byte word.
+union Fp8Pack {
+  uint2 word;
+  __nv_fp8_storage_t e[kVector];
+};
+
 /// Second pass over a row: y = residual_out * rsqrt(mean of squares + eps) * gamma, reading
-/// back the residual_out this thread wrote.
-template <class T>
+/// back the residual_out this thread wrote; kFp8: then divided by y_scale and converted to e4m3
+/// (round to nearest even, saturating to +-448).
+template <class T, bool kFp8>
 __device__ void normalize_row(const NormParams& p, std::int64_t row0, float sum_of_squares) {
   const float scale = rsqrtf(sum_of_squares / static_cast<float>(p.hidden) + p.eps);
   const T* out = static_cast<const T*>(p.residual_out) + row0;
   const T* gamma = static_cast<const T*>(p.gamma);
-  T* y = static_cast<T*>(p.y) + row0;
   for (int i = threadIdx.x * kVector; i < p.hidden; i += blockDim.x * kVector) {
     const Pack<T> v = load_pack(out + i), g = load_pack(gamma + i);
-    Pack<T> r;
+    if constexpr (kFp8) {
+      Fp8Pack q;
 #pragma unroll
-    for (int e = 0; e < kVector; ++e)
-      r.e[e] = Element<T>::store(Element<T>::load(v.e[e]) * scale * Element<T>::load(g.e[e]));
-    store_pack(y + i, r);
+      for (int e = 0; e < kVector; ++e) {
+        const float normed = Element<T>::load(v.e[e]) * scale * Element<T>::load(g.e[e]);
+        q.e[e] = __nv_cvt_float_to_fp8(__fdiv_rn(normed, p.y_scale), __NV_SATFINITE, __NV_E4M3);
+      }
+      *reinterpret_cast<uint2*>(static_cast<__nv_fp8_storage_t*>(p.y) + row0 + i) = q.word;
+    } else {
+      Pack<T> r;
+#pragma unroll
+      for (int e = 0; e < kVector; ++e)
+        r.e[e] = Element<T>::store(Element<T>::load(v.e[e]) * scale * Element<T>::load(g.e[e]));
+      store_pack(static_cast<T*>(p.y) + row0 + i, r);
+    }
   }
 }
 
@@ -124,7 +152,7 @@ __device__ void normalize_row(const NormParams& p, std::int64_t row0, float sum_
 /// order for its rows t = b, b + grid, ..., adds the residual, stores residual_out and normalizes;
 /// it announces that it is done reading the peers' x before the last row's y, and waits for the
 /// peers' blocks b to be done reading this rank's x before it returns.
-template <class T>
+template <class T, bool kFp8>
 __global__ void __launch_bounds__(kNormThreads, 2)
     allreduce_rmsnorm_fused(const __grid_constant__ iris::device::Context ctx,
                             iris::device::Barriers bars, iris::team team, NormParams p) {
@@ -158,14 +186,14 @@ __global__ void __launch_bounds__(kNormThreads, 2)
     const float sum_of_squares = block_sum(squares);
     if (t + static_cast<int>(gridDim.x) >= p.tokens)  // the last row: no more peer reads
       done = iris::device::arrive(block, ctx, bars, channel);
-    normalize_row<T>(p, row0, sum_of_squares);
+    normalize_row<T, kFp8>(p, row0, sum_of_squares);
   }
   iris::device::wait(block, ctx, bars, done);
 }
 
 /// The norm of the bulk-synchronous pattern: residual_out = residual + sum, then the same
 /// second pass. One block per row (grid-stride); nothing to wait for.
-template <class T>
+template <class T, bool kFp8>
 __global__ void __launch_bounds__(kNormThreads, 2) residual_rmsnorm(NormParams p) {
   const T* sum = static_cast<const T*>(p.sum);
   const T* residual = static_cast<const T*>(p.residual);
@@ -184,7 +212,7 @@ __global__ void __launch_bounds__(kNormThreads, 2) residual_rmsnorm(NormParams p
       }
       store_pack(residual_out + row0 + i, out);
     }
-    normalize_row<T>(p, row0, block_sum(squares));
+    normalize_row<T, kFp8>(p, row0, block_sum(squares));
   }
 }
 
@@ -260,6 +288,17 @@ Status AllReduceRmsNorm::can_implement(const AllReduceRmsNormArguments& args) {
                            std::string(to_string(args.type)) + ": rows are read in 16-byte words)");
   if (!(args.eps > 0.f) || !std::isfinite(args.eps))
     return Status::failure("eps = " + std::to_string(args.eps) + " must be positive and finite");
+  if (args.y_type != NormOutput::kInput && args.y_type != NormOutput::kFp8E4M3)
+    return Status::failure("y_type is not a NormOutput (input or fp8_e4m3)");
+  if (args.y_type == NormOutput::kFp8E4M3 &&
+      (!(args.y_scale > 0.f) || !std::isfinite(args.y_scale)))
+    return Status::failure(
+        "y_scale = " + std::to_string(args.y_scale) +
+        " must be positive and finite (the fp8 output is norm * gamma / y_scale)");
+  if (args.y_type == NormOutput::kInput && args.y_scale != 1.f)
+    return Status::failure("y_scale = " + std::to_string(args.y_scale) +
+                           " applies only to the fp8 output (y_type = fp8_e4m3); with y in " +
+                           std::string(to_string(args.type)) + " it must stay 1");
   if (args.max_blocks < 0)
     return Status::failure("max_blocks = " + std::to_string(args.max_blocks) +
                            " must be 0 (the default) or positive");
@@ -280,9 +319,11 @@ Status AllReduceRmsNorm::can_implement(const AllReduceRmsNormArguments& args) {
   if (args.residual_out != args.residual &&
       detail::overlap(args.residual_out, bytes, args.residual, bytes))
     return Status::failure("residual_out must be residual itself (in place) or not overlap it");
+  const std::size_t y_bytes =
+      args.y_type == NormOutput::kFp8E4M3 ? std::size_t(args.tokens) * args.hidden : bytes;
   for (int i = 0; i < 4; ++i) {  // every tensor but y itself (tensors[4])
     const std::size_t span = i == 2 ? args.hidden * size_of(args.type) : bytes;  // 2: gamma
-    if (detail::overlap(args.y, bytes, tensors[i].p, span))
+    if (detail::overlap(args.y, y_bytes, tensors[i].p, span))
       return Status::failure(std::string("y must not overlap ") + tensors[i].name);
   }
   return Status::success();
@@ -354,6 +395,7 @@ void AllReduceRmsNorm::run(cudaStream_t stream) {
   p.tokens = a.tokens;
   p.hidden = a.hidden;
   p.eps = a.eps;
+  p.y_scale = a.y_scale;
   p.x = a.x;
   p.sum = s.sum;
   p.residual = a.residual;
@@ -361,25 +403,25 @@ void AllReduceRmsNorm::run(cudaStream_t stream) {
   p.residual_out = a.residual_out;
   p.y = a.y;
   const bool bf16 = a.type == DType::kBF16;
+  const bool fp8 = a.y_type == NormOutput::kFp8E4M3;
   if (s.pattern == AllReduceNormPattern::kFused) {
     const iris::device::Context dctx = s.ctx->device();
     const iris::device::Barriers bars = s.bars.device();
-    if (bf16)
-      detail::allreduce_rmsnorm_fused<__nv_bfloat16>
-          <<<s.blocks, detail::kNormThreads, 0, stream>>>(dctx, bars, s.team, p);
-    else
-      detail::allreduce_rmsnorm_fused<__half>
-          <<<s.blocks, detail::kNormThreads, 0, stream>>>(dctx, bars, s.team, p);
+    auto* kernel = bf16 ? (fp8 ? detail::allreduce_rmsnorm_fused<__nv_bfloat16, true>
+                               : detail::allreduce_rmsnorm_fused<__nv_bfloat16, false>)
+                        : (fp8 ? detail::allreduce_rmsnorm_fused<__half, true>
+                               : detail::allreduce_rmsnorm_fused<__half, false>);
+    kernel<<<s.blocks, detail::kNormThreads, 0, stream>>>(dctx, bars, s.team, p);
   } else {
     const std::size_t count = std::size_t(a.tokens) * a.hidden;
     s.comm->all_reduce(s.sum, a.x, count,
                        bf16 ? iris::ccl::DataType::kBFloat16 : iris::ccl::DataType::kFloat16,
                        iris::ccl::ReduceOp::kSum, stream);
-    if (bf16)
-      detail::residual_rmsnorm<__nv_bfloat16>
-          <<<s.norm_blocks, detail::kNormThreads, 0, stream>>>(p);
-    else
-      detail::residual_rmsnorm<__half><<<s.norm_blocks, detail::kNormThreads, 0, stream>>>(p);
+    auto* kernel = bf16 ? (fp8 ? detail::residual_rmsnorm<__nv_bfloat16, true>
+                               : detail::residual_rmsnorm<__nv_bfloat16, false>)
+                        : (fp8 ? detail::residual_rmsnorm<__half, true>
+                               : detail::residual_rmsnorm<__half, false>);
+    kernel<<<s.norm_blocks, detail::kNormThreads, 0, stream>>>(p);
   }
   IRIS_CUDA_CHECK(cudaGetLastError());
 }

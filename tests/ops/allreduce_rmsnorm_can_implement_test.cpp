@@ -1,4 +1,5 @@
-// AllReduceRmsNorm::can_implement (the Context-free form) refuses shapes, types, alignments and
+// AllReduceRmsNorm::can_implement and GemmAllReduceRmsNorm::can_implement (the Context-free
+// forms) refuse shapes, types, alignments and
 // overlaps the kernels cannot run, with a sentence naming the problem. Host only: no GPU needed
 // (pointers are checked, never dereferenced).
 #include <gmock/gmock.h>
@@ -8,12 +9,14 @@
 #include <limits>
 
 #include "iris/ops/allreduce_rmsnorm.hpp"
+#include "iris/ops/gemm_allreduce_rmsnorm.hpp"
 
 namespace {
 
 using iris::ops::AllReduceRmsNorm;
 using iris::ops::AllReduceRmsNormArguments;
 using iris::ops::DType;
+using iris::ops::NormOutput;
 using testing::HasSubstr;
 
 // Fake, 256-byte aligned addresses, far enough apart for 64 x 4096 bf16 (512 KiB) each.
@@ -125,6 +128,100 @@ TEST(AllReduceRmsNormCanImplement, RefusesOverlaps) {
   args = good();
   args.gamma = fake(0x5000000 + 8192);  // gamma inside y
   EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("y must not overlap gamma"));
+}
+
+TEST(AllReduceRmsNormCanImplement, Fp8OutputScaleAndSize) {
+  auto args = good();
+  args.y_type = NormOutput::kFp8E4M3;
+  args.y_scale = 0.25f;
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(args))
+      << AllReduceRmsNorm::can_implement(args).message;
+  args.type = DType::kF16;
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(args));
+  for (float scale : {0.f, -1.f, std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::quiet_NaN()}) {
+    args.y_scale = scale;
+    const auto status = AllReduceRmsNorm::can_implement(args);
+    EXPECT_FALSE(status) << "y_scale = " << scale;
+    EXPECT_THAT(status.message, HasSubstr("y_scale"));
+  }
+  args = good();
+  args.y_scale = 2.f;  // a scale without the fp8 output
+  auto status = AllReduceRmsNorm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("applies only to the fp8 output"));
+  // fp8 y is one byte per element: 256 KiB for 64 x 4096, so y may end where gamma starts.
+  args = good();
+  args.y_type = NormOutput::kFp8E4M3;
+  args.y = fake(0x3000000 - 64 * 4096);
+  EXPECT_TRUE(AllReduceRmsNorm::can_implement(args))
+      << AllReduceRmsNorm::can_implement(args).message;
+  args.y = fake(0x3000000 - 64 * 4096 + 16);
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("y must not overlap gamma"));
+  args = good();
+  args.y_type = static_cast<NormOutput>(7);
+  EXPECT_THAT(AllReduceRmsNorm::can_implement(args).message, HasSubstr("NormOutput"));
+}
+
+// GemmAllReduceRmsNorm: the norm's rules (M and N as tokens and hidden), then the GEMM's.
+iris::ops::GemmAllReduceRmsNormArguments good_layer() {
+  iris::ops::GemmAllReduceRmsNormArguments args;
+  args.m = 64;
+  args.n = 4096;
+  args.k = 3584;
+  args.a = fake(0x10000000);
+  args.b = fake(0x20000000);
+  args.residual = fake(0x2000000);
+  args.gamma = fake(0x3000000);
+  args.residual_out = fake(0x4000000);
+  args.y = fake(0x5000000);
+  return args;
+}
+
+TEST(GemmAllReduceRmsNormCanImplement, AcceptsLayersAndRefusesWithASentence) {
+  using iris::ops::GemmAllReduceRmsNorm;
+  auto args = good_layer();
+  EXPECT_TRUE(GemmAllReduceRmsNorm::can_implement(args))
+      << GemmAllReduceRmsNorm::can_implement(args).message;
+  args.type = DType::kF16;
+  EXPECT_TRUE(GemmAllReduceRmsNorm::can_implement(args));
+  args.y_type = NormOutput::kFp8E4M3;
+  args.y_scale = 0.5f;
+  EXPECT_TRUE(GemmAllReduceRmsNorm::can_implement(args));
+  EXPECT_EQ(GemmAllReduceRmsNorm::workspace_size(args), 0u);
+  args = good_layer();
+  args.residual_out = const_cast<void*>(args.residual);  // in place
+  EXPECT_TRUE(GemmAllReduceRmsNorm::can_implement(args));
+
+  args = good_layer();
+  args.k = 100;  // rows of A and B of 200 bytes
+  auto status = GemmAllReduceRmsNorm::can_implement(args);
+  EXPECT_FALSE(status);
+  EXPECT_THAT(status.message, HasSubstr("the GEMM"));
+  EXPECT_THAT(status.message, HasSubstr("100"));
+  args = good_layer();
+  args.a = fake(0x10000004);
+  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(args).message, HasSubstr("the GEMM"));
+  args = good_layer();
+  args.n = 1001;
+  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(args).message, HasSubstr("hidden = 1001"));
+  args = good_layer();
+  args.m = 0;
+  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(args).message, HasSubstr("tokens = 0"));
+  args = good_layer();
+  args.type = DType::kF32;
+  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(args).message, HasSubstr("bf16 or fp16"));
+  args = good_layer();
+  args.y = args.residual_out;
+  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(args).message,
+              HasSubstr("y must not overlap residual_out"));
+  args = good_layer();
+  args.y_scale = 3.f;
+  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(args).message,
+              HasSubstr("applies only to the fp8 output"));
+  args = good_layer();
+  args.gamma = nullptr;
+  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(args).message, HasSubstr("gamma is null"));
 }
 
 }  // namespace

@@ -4,8 +4,18 @@
 // over many CUDA-graph replays. A sequence of runs with x changing between them (and one rank
 // late each time) checks that a run reads this run's x of every member and that no member
 // overwrites x while a peer still reads it.
+//
+// fp8 output (y in e4m3, y = saturate(norm * gamma / y_scale)): residual_out is checked as above;
+// y against a reference computed in double from the residual_out the op returned (so the input
+// roundings are the op's) and converted the same way (round to nearest even, saturating to
+// +-448). The op computes the norm in fp32 (its own summation order, rsqrtf), a few fp32 ulps from
+// the double value, so an element whose exact value lies that close to an e4m3 rounding midpoint
+// may round to the neighbour: every code must be the reference's or an adjacent one, and at most
+// 1% may be adjacent (in practice almost all are exact). A wrong row's rms or a missing member
+// moves codes by many steps.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +36,7 @@ using iris::ops::AllReduceNormPattern;
 using iris::ops::AllReduceRmsNorm;
 using iris::ops::AllReduceRmsNormArguments;
 using iris::ops::DType;
+using iris::ops::NormOutput;
 using iris_test::context;
 
 float to_float(__nv_bfloat16 v) {
@@ -132,20 +143,75 @@ Want reference(const Inputs<T>& in, int tokens, int hidden, double eps) {
   return w;
 }
 
+/// The e4m3 code as a signed step count from zero (+0 and -0 are both 0): adjacent values differ
+/// by one.
+int fp8_order(std::uint8_t code) {
+  const int magnitude = code & 0x7F;
+  return (code & 0x80) ? -magnitude : magnitude;
+}
+double fp8_value(std::uint8_t code) {
+  __nv_fp8_e4m3 v;
+  v.__x = code;
+  return static_cast<float>(v);
+}
+
+/// y in e4m3 against the double reference from the op's own residual_out (see the top).
+template <class T>
+void expect_fp8(const std::vector<T>& got_out, const std::vector<std::uint8_t>& got_y,
+                const std::vector<T>& gamma, int tokens, int hidden, double eps, float y_scale,
+                const std::string& when) {
+  std::size_t wrong = 0, adjacent = 0, saturated = 0, nan = 0, first = 0;
+  std::uint8_t first_want = 0;
+  for (int t = 0; t < tokens; ++t) {
+    double squares = 0;
+    for (int i = 0; i < hidden; ++i) {
+      const double v = to_float(got_out[std::size_t(t) * hidden + i]);
+      squares += v * v;
+    }
+    const double scale = 1.0 / std::sqrt(squares / hidden + eps);
+    for (int i = 0; i < hidden; ++i) {
+      const std::size_t k = std::size_t(t) * hidden + i;
+      const double y = to_float(got_out[k]) * scale * to_float(gamma[i]) / y_scale;
+      const std::uint8_t want = __nv_cvt_double_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
+      const std::uint8_t got = got_y[k];
+      if ((got & 0x7F) == 0x7F) ++nan;
+      if ((got & 0x7F) == 0x7E) ++saturated;
+      const int distance = std::abs(fp8_order(got) - fp8_order(want));
+      if (distance == 1) ++adjacent;
+      if (distance > 1 && wrong++ == 0) {
+        first = k;
+        first_want = want;
+      }
+    }
+  }
+  const std::size_t n = std::size_t(tokens) * hidden;
+  EXPECT_EQ(nan, 0u) << when << ": " << nan << " NaN codes in the fp8 y (saturation gives +-448)";
+  EXPECT_EQ(wrong, 0u) << when << ": " << wrong << " fp8 y codes more than one step from the "
+                       << "reference; first at " << first << ": 0x" << std::hex << int(got_y[first])
+                       << " (" << fp8_value(got_y[first]) << ") instead of 0x" << int(first_want)
+                       << std::dec << " (" << fp8_value(first_want) << ")";
+  EXPECT_LE(adjacent, n / 100) << when << ": " << adjacent << " of " << n
+                               << " fp8 y codes one step from the reference";
+  // The scale is chosen so that the largest normalized values exceed 448 * y_scale.
+  if (n >= 4096) EXPECT_GT(saturated, 0u) << when << ": no element saturated";
+}
+
 template <class T>
 void expect_close(const std::vector<T>& got_out, const std::vector<T>& got_y, const Want& want,
-                  const std::string& when) {
+                  const std::string& when, bool check_y = true) {
   std::size_t wrong_out = 0, wrong_y = 0, first_out = 0, first_y = 0;
   for (std::size_t k = 0; k < want.out.size(); ++k) {
     if (!(std::abs(to_float(got_out[k]) - want.out[k]) <= want.out_tol[k]) && wrong_out++ == 0)
       first_out = k;
-    if (!(std::abs(to_float(got_y[k]) - want.y[k]) <= want.y_tol[k]) && wrong_y++ == 0) first_y = k;
+    if (check_y && !(std::abs(to_float(got_y[k]) - want.y[k]) <= want.y_tol[k]) && wrong_y++ == 0)
+      first_y = k;
   }
   EXPECT_EQ(wrong_out, 0u) << when << ": " << wrong_out << " wrong residual_out elements; first at "
                            << first_out << ": " << to_float(got_out[first_out]) << " instead of "
                            << want.out[first_out];
-  EXPECT_EQ(wrong_y, 0u) << when << ": " << wrong_y << " wrong y elements; first at " << first_y
-                         << ": " << to_float(got_y[first_y]) << " instead of " << want.y[first_y];
+  if (check_y)
+    EXPECT_EQ(wrong_y, 0u) << when << ": " << wrong_y << " wrong y elements; first at " << first_y
+                           << ": " << to_float(got_y[first_y]) << " instead of " << want.y[first_y];
 }
 
 /// This rank's hash next to every world rank's, so members can compare theirs.
@@ -177,14 +243,20 @@ struct Case {
   bool in_place = false;
   iris::team team{0, 0, 1};  // size 0: the world
   int max_blocks = 0;
+  bool fp8 = false;  // y in e4m3 with kFp8Scale
 };
+
+/// The fp8 cases' y_scale: normalized values reach about 2.6 (gamma up to 1.5), so the largest
+/// saturate at 448 * scale = 2.24, and the smallest fall into e4m3's subnormals.
+constexpr float kFp8Scale = 1.f / 200;
 
 std::string describe(const Case& c, DType type) {
   return std::string(iris::ops::to_string(c.pattern)) + " " + std::string(to_string(type)) +
          ", tokens = " + std::to_string(c.tokens) + ", hidden = " + std::to_string(c.hidden) +
          (c.in_place ? ", in place" : "") + ", team {" + std::to_string(c.team.start) + ", " +
          std::to_string(c.team.size) + ", " + std::to_string(c.team.stride) + "}" +
-         (c.max_blocks ? ", max_blocks = " + std::to_string(c.max_blocks) : "");
+         (c.max_blocks ? ", max_blocks = " + std::to_string(c.max_blocks) : "") +
+         (c.fp8 ? ", y in fp8 e4m3" : "");
 }
 
 template <class T>
@@ -195,6 +267,7 @@ void run_case(const Case& c) {
   ASSERT_GE(me, 0);
   SCOPED_TRACE(describe(c, dtype<T>()) + ", rank " + std::to_string(ctx.rank()));
   const std::size_t n = std::size_t(c.tokens) * c.hidden, bytes = n * sizeof(T);
+  const std::size_t y_bytes = c.fp8 ? n : bytes;
   constexpr float kEps = 1e-5f;
   constexpr int kPhases = 2;  // two sets of inputs, alternated between runs
   std::vector<Inputs<T>> inputs;
@@ -205,12 +278,13 @@ void run_case(const Case& c) {
   }
 
   auto x = ctx.zeros<T>(iris::Shape(n));  // symmetric
-  T *xs = nullptr, *residual = nullptr, *gamma = nullptr, *out = nullptr, *y = nullptr;
+  T *xs = nullptr, *residual = nullptr, *gamma = nullptr, *out = nullptr;
+  void* y = nullptr;
   ASSERT_EQ(cudaMalloc(&xs, kPhases * bytes), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&residual, kPhases * bytes), cudaSuccess);  // [phase]
   ASSERT_EQ(cudaMalloc(&gamma, kPhases * c.hidden * sizeof(T)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&out, bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&y, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&y, y_bytes), cudaSuccess);
   for (int ph = 0; ph < kPhases; ++ph) {
     cudaMemcpy(xs + ph * n, inputs[ph].x[me].data(), bytes, cudaMemcpyHostToDevice);
     cudaMemcpy(residual + ph * n, inputs[ph].residual.data(), bytes, cudaMemcpyHostToDevice);
@@ -236,6 +310,10 @@ void run_case(const Case& c) {
     args.team = c.team;
     args.pattern = c.pattern;
     args.max_blocks = c.max_blocks;
+    if (c.fp8) {
+      args.y_type = NormOutput::kFp8E4M3;
+      args.y_scale = kFp8Scale;
+    }
     return args;
   };
   const auto status = AllReduceRmsNorm::can_implement(ctx, args_for(0));
@@ -256,10 +334,11 @@ void run_case(const Case& c) {
   // A sequence of runs, x (and in place, residual) refreshed on the stream before each and one
   // rank late each time; every run's results are kept.
   constexpr int kRuns = 6;
-  std::vector<T*> outs(kRuns), ys(kRuns);
+  std::vector<T*> outs(kRuns);
+  std::vector<void*> ys(kRuns);
   for (int r = 0; r < kRuns; ++r) {
     ASSERT_EQ(cudaMalloc(&outs[r], bytes), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&ys[r], bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&ys[r], y_bytes), cudaSuccess);
   }
   for (int r = 0; r < kRuns; ++r) {
     const int ph = r % kPhases;
@@ -269,20 +348,32 @@ void run_case(const Case& c) {
       cudaMemcpyAsync(op_residual, residual + ph * n, bytes, cudaMemcpyDeviceToDevice, stream);
     ops[ph].run(stream);
     cudaMemcpyAsync(outs[r], out, bytes, cudaMemcpyDeviceToDevice, stream);
-    cudaMemcpyAsync(ys[r], y, bytes, cudaMemcpyDeviceToDevice, stream);
+    cudaMemcpyAsync(ys[r], y, y_bytes, cudaMemcpyDeviceToDevice, stream);
   }
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   ctx.check_device_errors();
   std::vector<std::uint64_t> hashes(kPhases);
+  const auto check = [&](const std::vector<T>& got_out, const std::vector<std::uint8_t>& got_y,
+                         int ph, const std::string& when) {
+    if (c.fp8) {
+      expect_close(got_out, got_out, want[ph], when, false);
+      expect_fp8(got_out, got_y, inputs[ph].gamma, c.tokens, c.hidden, kEps, kFp8Scale, when);
+    } else {
+      std::vector<T> y_values(n);
+      std::memcpy(y_values.data(), got_y.data(), bytes);
+      expect_close(got_out, y_values, want[ph], when);
+    }
+  };
   for (int r = 0; r < kRuns; ++r) {
     const int ph = r % kPhases;
-    std::vector<T> got_out(n), got_y(n);
+    std::vector<T> got_out(n);
+    std::vector<std::uint8_t> got_y(y_bytes);
     cudaMemcpy(got_out.data(), outs[r], bytes, cudaMemcpyDeviceToHost);
-    cudaMemcpy(got_y.data(), ys[r], bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(got_y.data(), ys[r], y_bytes, cudaMemcpyDeviceToHost);
     const std::string when = "run " + std::to_string(r);
-    expect_close(got_out, got_y, want[ph], when);
+    check(got_out, got_y, ph, when);
     const std::uint64_t h =
-        hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), bytes) * 31);
+        hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), y_bytes) * 31);
     if (r < kPhases)
       hashes[ph] = h;
     else
@@ -296,7 +387,7 @@ void run_case(const Case& c) {
   ctx.barrier();
   cudaMemcpy(x.data(), xs + n, bytes, cudaMemcpyDeviceToDevice);
   ASSERT_EQ(cudaMemset(out, 0, bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(y, 0, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(y, 0, y_bytes), cudaSuccess);
   ctx.barrier();
   cudaGraph_t graph;
   cudaGraphExec_t exec;
@@ -311,12 +402,13 @@ void run_case(const Case& c) {
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   ctx.check_device_errors();
   {
-    std::vector<T> got_out(n), got_y(n);
+    std::vector<T> got_out(n);
+    std::vector<std::uint8_t> got_y(y_bytes);
     cudaMemcpy(got_out.data(), out, bytes, cudaMemcpyDeviceToHost);
-    cudaMemcpy(got_y.data(), y, bytes, cudaMemcpyDeviceToHost);
-    expect_close(got_out, got_y, want[1], "after graph replays");
+    cudaMemcpy(got_y.data(), y, y_bytes, cudaMemcpyDeviceToHost);
+    check(got_out, got_y, 1, "after graph replays");
     const std::uint64_t h =
-        hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), bytes) * 31);
+        hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), y_bytes) * 31);
     EXPECT_EQ(h, hashes[1]) << "graph replays differ in their bits from the direct runs";
   }
 
@@ -360,6 +452,16 @@ TEST(AllReduceRmsNorm, BulkSynchronous) {
   run_case<__nv_bfloat16>({130, 1032, AllReduceNormPattern::kBulkSynchronous});
   run_case<__half>({3, 2056, AllReduceNormPattern::kBulkSynchronous});
   run_case<__nv_bfloat16>({16, 1032, AllReduceNormPattern::kBulkSynchronous, true});
+}
+
+// y in fp8 e4m3, both patterns, both input types; rows that end mid-pass; in place.
+TEST(AllReduceRmsNorm, Fp8Output) {
+  const iris::team world{0, 0, 1};
+  run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kFused, false, world, 0, true});
+  run_case<__nv_bfloat16>({130, 1032, AllReduceNormPattern::kFused, true, world, 0, true});
+  run_case<__half>({33, 2056, AllReduceNormPattern::kFused, false, world, 0, true});
+  run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kBulkSynchronous, false, world, 0, true});
+  run_case<__half>({3, 2056, AllReduceNormPattern::kBulkSynchronous, true, world, 0, true});
 }
 
 TEST(AllReduceRmsNorm, AutoPicksAPattern) {

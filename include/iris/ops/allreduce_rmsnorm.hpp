@@ -26,6 +26,14 @@
 //          ... y of the last row ...
 //          wait (channel b)   <--------------
 //
+// Output type (NormOutput): y is bf16/fp16 (the input type), or fp8 e4m3 (__nv_fp8_e4m3, one byte)
+// quantized with a per-tensor scale s given by the caller (y_scale):
+//     y[t][i] = saturate_to_e4m3(residual_out[t][i] * gamma[i] / rms[t] / s)
+// computed in fp32 (the quotient by s is IEEE-rounded), then converted to e4m3 with
+// round-to-nearest-even and saturation: a finite value beyond +-448 (e4m3's largest) becomes
+// +-448, never infinity or NaN (e4m3 has no infinity; only a NaN input gives NaN). residual_out
+// stays in the input type either way. Both patterns support both outputs.
+//
 // Numerics: bf16 or fp16 in and out, fp32 arithmetic. residual_out is rounded to the element
 // type once; the norm is computed from the rounded residual_out (what the next layer reads), and
 // y is rounded once. The bulk-synchronous pattern rounds the sum of the x_r to the element type
@@ -73,6 +81,15 @@ enum class AllReduceNormPattern {
 /// "auto", "bulk_synchronous", "fused".
 std::string_view to_string(AllReduceNormPattern pattern) noexcept;
 
+/// The element type of y.
+enum class NormOutput {
+  kInput,    ///< the input type (`type`: bf16 or fp16)
+  kFp8E4M3,  ///< __nv_fp8_e4m3: saturate_to_e4m3(norm * gamma / y_scale) (see the top)
+};
+
+/// "input", "fp8_e4m3".
+std::string_view to_string(NormOutput output) noexcept;
+
 struct AllReduceRmsNormArguments {
   int tokens = 0;             ///< rows, at least 1
   int hidden = 0;             ///< columns, a multiple of 8 (16 bytes of bf16/fp16)
@@ -83,9 +100,13 @@ struct AllReduceRmsNormArguments {
   const void* residual = nullptr;  ///< tokens x hidden, any device memory, 16-byte aligned
   const void* gamma = nullptr;     ///< hidden, any device memory, 16-byte aligned
   void* residual_out = nullptr;    ///< tokens x hidden, 16-byte aligned; may be residual
-  void* y = nullptr;               ///< tokens x hidden, 16-byte aligned
+  void* y = nullptr;               ///< tokens x hidden of y_type, 16-byte aligned
   float eps = 1e-6f;               ///< positive
-  iris::team team{0, 0, 1};        ///< who takes part; size 0 means the whole world
+  NormOutput y_type = NormOutput::kInput;
+  /// fp8 only: the per-tensor scale s (y = saturate(norm * gamma / s)), positive and finite;
+  /// must stay 1 for NormOutput::kInput.
+  float y_scale = 1.f;
+  iris::team team{0, 0, 1};  ///< who takes part; size 0 means the whole world
   AllReduceNormPattern pattern = AllReduceNormPattern::kAuto;
   /// Blocks of the fused kernel at most (0: the communicator's SM budget); never more than 64
   /// or than the tokens. A larger value than the default is the caller's promise that the

@@ -1,0 +1,105 @@
+// The receiving side of the tile-store routes that send partial tiles into per-source slots:
+// a reduction kernel that waits per tile for every source and adds the slots in team order, and
+// the two one-block kernels that keep a run from overwriting a slot its reader still reads.
+// Not public. Used by GemmAllReduce's one-shot pattern (every tile of C from every member);
+// GemmReduceScatter's reduction (src/ops/gemm_reduce_scatter.cu) is the same algorithm over its
+// row block and can move onto these kernels.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "iris/device/context.hpp"
+#include "iris/device/coop.hpp"
+#include "iris/device/signal.hpp"
+#include "iris/device/team.hpp"
+
+namespace iris::ops::detail {
+
+constexpr unsigned kSlotReduceThreads = 256;
+
+/// The reduced matrix and the partials of it that every source stored here; the same shape on
+/// every member.
+template <class Element>
+struct SlotGrid {
+  const Element* slots = nullptr;  // [sources][rows x n]: source q's partial at q * slot
+  Element* out = nullptr;          // rows x n
+  int rows = 0, n = 0;             // n: a multiple of 16 bytes of Element
+  std::int64_t slot = 0;           // rows * n
+  int tile_m = 0, tile_n = 0, tiles_n = 0, tiles = 0;
+};
+
+/// One block per tile (grid-stride). The tile's run counter `done` (this rank's; only this
+/// kernel touches it) gives the run's number; the block waits (bounded) until every source's
+/// partial tile of this run arrived (arrivals[q * tiles + t] >= done + 1), adds the sources in
+/// team order in fp32 and stores the sum, rounded once. bf16 only (16-byte units of 8).
+template <class Element>
+__global__ void __launch_bounds__(kSlotReduceThreads)
+    reduce_slot_tiles(const __grid_constant__ iris::device::Context ctx, int sources,
+                      SlotGrid<Element> grid, const std::uint64_t* arrivals, std::uint64_t* done) {
+  static_assert(sizeof(Element) == 2, "bf16 units of 8");
+  constexpr int kUnit = 8;
+  const iris::block block{};
+  __shared__ std::uint64_t target;
+  for (int t = blockIdx.x; t < grid.tiles; t += gridDim.x) {
+    if (block.thread_rank() == 0) target = done[t] + 1;
+    block.sync();
+    for (int q = 0; q < sources; ++q)
+      iris::device::wait_until(block, ctx, arrivals + std::int64_t{q} * grid.tiles + t,
+                               iris::cmp::ge, target);
+    const int i = t / grid.tiles_n, j = t % grid.tiles_n;
+    const int rows = min(grid.tile_m, grid.rows - i * grid.tile_m);
+    const int units_per_row = min(grid.tile_n, grid.n - j * grid.tile_n) / kUnit;
+    for (int u = block.thread_rank(); u < rows * units_per_row; u += block.num_threads()) {
+      const int r = u / units_per_row, cu = u % units_per_row;
+      const std::int64_t at =
+          std::int64_t{i * grid.tile_m + r} * grid.n + j * grid.tile_n + cu * kUnit;
+      float sum[kUnit] = {};
+      for (int q = 0; q < sources; ++q) {
+        const uint4 unit = *reinterpret_cast<const uint4*>(grid.slots + q * grid.slot + at);
+        const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&unit);
+#pragma unroll
+        for (int e = 0; e < kUnit / 2; ++e) {
+          const float2 f = __bfloat1622float2(pairs[e]);
+          sum[2 * e] += f.x;
+          sum[2 * e + 1] += f.y;
+        }
+      }
+      uint4 packed_unit;
+      auto* packed = reinterpret_cast<__nv_bfloat162*>(&packed_unit);
+#pragma unroll
+      for (int e = 0; e < kUnit / 2; ++e)
+        packed[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
+      *reinterpret_cast<uint4*>(grid.out + at) = packed_unit;
+    }
+    block.sync();  // every read of the slots and every use of `target` is done
+    if (block.thread_rank() == 0) done[t] = target;
+  }
+}
+
+/// Before a run stores into the members' slots: waits (bounded) until every member has finished
+/// reading this rank's slot of the previous runs, freed[o] >= runs so far (kept in `runs`, this
+/// rank's own counter), then counts this run.
+template <class Flag>
+__global__ void wait_until_slots_freed(const __grid_constant__ iris::device::Context ctx,
+                                       int members, const Flag* freed, Flag* runs) {
+  __shared__ Flag previous;
+  if (threadIdx.x == 0) previous = *runs;
+  __syncthreads();
+  for (int o = threadIdx.x; o < members; o += blockDim.x)
+    iris::device::wait_until(ctx, freed + o, iris::cmp::ge, previous);
+  __syncthreads();
+  if (threadIdx.x == 0) *runs = previous + 1;
+}
+
+/// After this rank's reduction (stream-ordered, so every read of its slots is done): tells every
+/// member that its slot here is free, freed[me] += 1 on each (release, system scope).
+template <class Flag>
+__global__ void announce_slots_freed(const __grid_constant__ iris::device::Context ctx,
+                                     iris::team team, int me, Flag* freed) {
+  for (int q = threadIdx.x; q < team.size; q += blockDim.x)
+    iris::device::signal_add(ctx, freed + me, Flag{1}, team.world_rank(q));
+}
+
+}  // namespace iris::ops::detail

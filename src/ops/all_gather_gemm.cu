@@ -1,0 +1,256 @@
+// iris::ops::AllGatherGemm: the host op. Both patterns compose what exists: iris::ccl's
+// all_gather and barrier, the copy engines, and the plain bf16 GEMM (one runner per shard for
+// producer-consumer); no kernel of its own but the one that resolves the peers' shard addresses
+// once in initialize().
+#include "iris/ops/all_gather_gemm.hpp"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "iris/ccl/communicator.hpp"
+#include "iris/host/error.hpp"
+#include "iris/ops/detail/gemm_runner.hpp"
+
+namespace iris::ops {
+
+std::string_view to_string(AllGatherPattern pattern) noexcept {
+  switch (pattern) {
+    case AllGatherPattern::kAuto:
+      return "auto";
+    case AllGatherPattern::kBulkSynchronous:
+      return "bulk_synchronous";
+    case AllGatherPattern::kProducerConsumer:
+      return "producer_consumer";
+  }
+  return "?";
+}
+
+namespace detail {
+
+using AgElement = __nv_bfloat16;
+/// kAuto: producer-consumer from shards of this many rows (one row of 128-row tiles).
+constexpr int kMinShardRows = 128;
+
+/// Where member q's copy of `shard` lies in this process: translated on the device, where the
+/// Context's peer table lives.
+__global__ void shard_addresses(const __grid_constant__ iris::device::Context ctx, iris::team team,
+                                const AgElement* shard, const AgElement** out) {
+  for (int q = threadIdx.x; q < team.size; q += blockDim.x)
+    out[q] = ctx.translate(shard, team.world_rank(q));
+}
+
+struct AllGatherState {
+  Context* ctx = nullptr;
+  AllGatherGemmArguments args{};
+  iris::team team{};
+  int me = 0;
+  int rows = 0;  // M / team.size
+  AllGatherPattern pattern = AllGatherPattern::kAuto;
+  std::unique_ptr<iris::ccl::Communicator> comm;  // all_gather, or the barriers
+  iris::team comm_team{};
+  Buffer<AgElement> gathered;  // M x K: shard q at rows q * rows
+  // Bulk-synchronous: one GEMM of all rows. Producer-consumer: one per shard, team order.
+  std::vector<std::unique_ptr<GemmRunner>> gemms;
+  std::vector<const AgElement*> peer_shards;  // producer-consumer: member q's shard, here
+  cudaStream_t comm_stream = nullptr;
+  cudaEvent_t fork = nullptr, joined = nullptr;
+  std::vector<cudaEvent_t> arrived;  // per shard
+
+  void release_streams() {
+    for (cudaEvent_t e : arrived) cudaEventDestroy(e);
+    arrived.clear();
+    if (fork != nullptr) cudaEventDestroy(fork);
+    if (joined != nullptr) cudaEventDestroy(joined);
+    if (comm_stream != nullptr) cudaStreamDestroy(comm_stream);
+    fork = joined = nullptr;
+    comm_stream = nullptr;
+  }
+  ~AllGatherState() { release_streams(); }
+};
+
+namespace {
+iris::team resolve_team(const Context& ctx, const iris::team& team) {
+  return team.size == 0 ? iris::team::world(ctx.world_size()) : team;
+}
+
+AllGatherPattern resolve_pattern(AllGatherPattern asked, int m, int members) {
+  if (asked != AllGatherPattern::kAuto) return asked;
+  return members > 1 && m / members >= kMinShardRows ? AllGatherPattern::kProducerConsumer
+                                                     : AllGatherPattern::kBulkSynchronous;
+}
+
+/// C's rows [row0, row0 + rows) = A (rows x K, packed) * B^T.
+GemmArguments rows_gemm(const AllGatherGemmArguments& x, const void* a, int row0, int rows) {
+  GemmArguments g{};
+  g.m = rows;
+  g.n = x.n;
+  g.k = x.k;
+  g.a = a;
+  g.lda = x.k;
+  g.b = x.b;
+  g.ldb = x.ldb;
+  const std::int64_t ldc = x.ldc != 0 ? x.ldc : x.n;
+  g.d = static_cast<AgElement*>(x.c) + std::int64_t{row0} * ldc;
+  g.ldd = ldc;
+  return g;
+}
+}  // namespace
+
+}  // namespace detail
+
+AllGatherGemm::AllGatherGemm(Context& ctx) : state_(std::make_unique<detail::AllGatherState>()) {
+  state_->ctx = &ctx;
+}
+AllGatherGemm::~AllGatherGemm() = default;
+AllGatherGemm::AllGatherGemm(AllGatherGemm&&) noexcept = default;
+AllGatherGemm& AllGatherGemm::operator=(AllGatherGemm&&) noexcept = default;
+
+AllGatherPattern AllGatherGemm::choose(const Context& ctx, const AllGatherGemmArguments& args) {
+  const iris::team team = detail::resolve_team(ctx, args.team);
+  return detail::resolve_pattern(args.pattern, args.m, std::max(1, team.size));
+}
+
+Status AllGatherGemm::can_implement(const Context& ctx, const AllGatherGemmArguments& args) {
+  const iris::team team = detail::resolve_team(ctx, args.team);
+  if (!team.fits(ctx.world_size()))
+    return Status::failure("the team {start " + std::to_string(team.start) + ", size " +
+                           std::to_string(team.size) + ", stride " + std::to_string(team.stride) +
+                           "} does not fit a world of " + std::to_string(ctx.world_size()) +
+                           " ranks");
+  const int me = team.index_of(ctx.rank());
+  if (me < 0)
+    return Status::failure("rank " + std::to_string(ctx.rank()) + " is not a member of the team");
+  if (args.m <= 0 || args.m % team.size != 0)
+    return Status::failure("M = " + std::to_string(args.m) + " does not split into " +
+                           std::to_string(team.size) +
+                           " equal row shards; M must be a positive multiple of the team size");
+  const int rows = args.m / team.size;
+  if (args.a == nullptr || !ctx.contains(args.a))
+    return Status::failure(
+        "A's shard must be a symmetric buffer (from the Context's heap) on every rank: peers read "
+        "it");
+  if (args.k > 0) {
+    const auto* last =
+        static_cast<const detail::AgElement*>(args.a) + std::int64_t{rows} * args.k - 1;
+    if (!ctx.contains(last))
+      return Status::failure("A's shard must hold M / team.size x K = " + std::to_string(rows) +
+                             " x " + std::to_string(args.k) +
+                             " bf16 elements inside the symmetric heap");
+  }
+  // Every GEMM (one of all rows, or one per shard) has the rest of the rules; the shard's rows
+  // as the A of one stands in for them all.
+  const GemmArguments g = detail::rows_gemm(args, args.a, 0, rows);
+  if (auto status = Gemm::can_implement(g); !status) return status;
+  return Gemm::can_implement(detail::rows_gemm(args, args.a, args.m - rows, rows));
+}
+
+std::size_t AllGatherGemm::workspace_size(const AllGatherGemmArguments&) {
+  return 0;
+}
+
+void AllGatherGemm::initialize(const AllGatherGemmArguments& args, void*, cudaStream_t stream) {
+  auto& s = *state_;
+  Context& ctx = *s.ctx;
+  if (auto status = can_implement(ctx, args); !status)
+    throw Error(Errc::kInvalidArgument, "iris::ops::AllGatherGemm: " + status.message);
+  s.args = args;
+  s.team = detail::resolve_team(ctx, args.team);
+  s.me = s.team.index_of(ctx.rank());
+  s.rows = args.m / s.team.size;
+  s.pattern = choose(ctx, args);
+
+  // Symmetric allocations are collective: every member makes the same ones in the same order.
+  const bool same_team = s.comm && s.comm_team.start == s.team.start &&
+                         s.comm_team.size == s.team.size && s.comm_team.stride == s.team.stride;
+  if (!same_team) {
+    s.comm = {};
+    s.comm = std::make_unique<iris::ccl::Communicator>(ctx, s.team);
+    s.comm_team = s.team;
+  }
+  const std::size_t count = std::size_t(args.m) * args.k;
+  if (!s.gathered || s.gathered.size() != count) {
+    s.gathered = {};
+    s.gathered = ctx.zeros<detail::AgElement>(count);
+  }
+  const std::int64_t shard = std::int64_t{s.rows} * args.k;
+
+  s.gemms.clear();
+  if (s.pattern == AllGatherPattern::kBulkSynchronous) {
+    s.gemms.push_back(detail::make_gemm(DType::kBF16, DType::kBF16));
+    s.gemms[0]->initialize(detail::rows_gemm(args, s.gathered.data(), 0, args.m), nullptr, nullptr,
+                           stream);
+    return;
+  }
+  for (int q = 0; q < s.team.size; ++q) {
+    const void* a = q == s.me ? args.a : static_cast<const void*>(s.gathered.data() + q * shard);
+    s.gemms.push_back(detail::make_gemm(DType::kBF16, DType::kBF16));
+    s.gemms.back()->initialize(detail::rows_gemm(args, a, q * s.rows, s.rows), nullptr, nullptr,
+                               stream);
+  }
+  // The members' shards in this process's address space, once.
+  const detail::AgElement** addresses = nullptr;
+  IRIS_CUDA_CHECK(cudaMalloc(&addresses, sizeof(void*) * s.team.size));
+  detail::shard_addresses<<<1, 32, 0, stream>>>(
+      ctx.device(), s.team, static_cast<const detail::AgElement*>(args.a), addresses);
+  IRIS_CUDA_CHECK(cudaGetLastError());
+  s.peer_shards.assign(s.team.size, nullptr);
+  IRIS_CUDA_CHECK(cudaMemcpyAsync(s.peer_shards.data(), addresses, sizeof(void*) * s.team.size,
+                                  cudaMemcpyDeviceToHost, stream));
+  IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  IRIS_CUDA_CHECK(cudaFree(addresses));
+
+  s.release_streams();
+  IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.comm_stream, cudaStreamNonBlocking));
+  IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
+  IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&s.joined, cudaEventDisableTiming));
+  s.arrived.assign(s.team.size, nullptr);
+  for (auto& e : s.arrived) IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
+
+void AllGatherGemm::run(cudaStream_t stream) {
+  auto& s = *state_;
+  if (s.gemms.empty())
+    throw Error(Errc::kInvalidArgument, "iris::ops::AllGatherGemm::run before initialize");
+  const std::size_t shard = std::size_t(s.rows) * s.args.k;
+  if (s.pattern == AllGatherPattern::kBulkSynchronous) {
+    s.comm->all_gather(s.gathered.data(), static_cast<const detail::AgElement*>(s.args.a), shard,
+                       stream);
+    s.gemms[0]->run(stream);
+    return;
+  }
+  // Fork: the communication stream starts after everything queued on `stream` so far (this
+  // rank's shard is written).
+  IRIS_CUDA_CHECK(cudaEventRecord(s.fork, stream));
+  IRIS_CUDA_CHECK(cudaStreamWaitEvent(s.comm_stream, s.fork, 0));
+  s.gemms[s.me]->run(stream);  // the local shard needs nobody
+  if (s.team.size > 1) {
+    s.comm->barrier(s.comm_stream);  // every member's shard is ready
+    for (int j = 1; j < s.team.size; ++j) {
+      const int q = (s.me + j) % s.team.size;
+      IRIS_CUDA_CHECK(cudaMemcpyAsync(s.gathered.data() + q * shard, s.peer_shards[q],
+                                      shard * sizeof(detail::AgElement), cudaMemcpyDeviceToDevice,
+                                      s.comm_stream));
+      IRIS_CUDA_CHECK(cudaEventRecord(s.arrived[q], s.comm_stream));
+    }
+    s.comm->barrier(s.comm_stream);  // every member has read this rank's shard
+  }
+  IRIS_CUDA_CHECK(cudaEventRecord(s.joined, s.comm_stream));
+  for (int j = 1; j < s.team.size; ++j) {
+    const int q = (s.me + j) % s.team.size;
+    IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.arrived[q], 0));
+    s.gemms[q]->run(stream);
+  }
+  IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.joined, 0));  // join (graphs need it)
+}
+
+AllGatherPattern AllGatherGemm::pattern() const {
+  return state_->pattern;
+}
+const void* AllGatherGemm::gathered_a() const {
+  return state_->gathered.data();
+}
+
+}  // namespace iris::ops
