@@ -64,14 +64,14 @@ bool has_flag(int argc, char** argv, const char* flag) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("bench_gemm_all_reduce")) return 0;
+  if (!example::gpu_visible("bench_gemm_all_reduce")) return 0;
   const bool quick = has_flag(argc, argv, "--quick");
   iris::ContextOptions options;
   options.heap_size = std::size_t{3} << 30;  // one-shot slots: W x M x N bf16
   auto ctx = iris::Context::from_env(options);
-  const iris::bench::Repeats repeats{.warmup = quick ? 2 : 3,
-                                     .samples = static_cast<int>(iris::bench::number_arg(
-                                         argc, argv, "--samples", quick ? 5 : 10))};
+  const example::Repeats repeats{
+      .warmup = quick ? 2 : 3,
+      .samples = static_cast<int>(example::number_arg(argc, argv, "--samples", quick ? 5 : 10))};
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   const int world = ctx.world_size(), me = ctx.rank();
   std::vector<Shape> shapes = {{4096, 3584, 8192}};
@@ -100,8 +100,8 @@ int main(int argc, char** argv) {
     auto partial = ctx.zeros<bf16>(iris::Shape(product));
     auto c = ctx.zeros<bf16>(iris::Shape(product));
     const auto time = [&](auto&& enqueue) {
-      const auto samples = iris::bench::time_calls_ms(stream, repeats, enqueue, lined_up);
-      return iris::bench::slowest_rank(ctx.bootstrap(), iris::bench::summarize(samples).median);
+      const auto samples = example::time_calls_ms(stream, repeats, enqueue, lined_up);
+      return iris::bench::slowest_rank(ctx.bootstrap(), example::summarize(samples).median);
     };
     const double gemm_only =
         time([&](long) { cublas_gemm(handle, partial.data(), a, b, s.m, s.n, k); });

@@ -58,14 +58,14 @@ bool has_flag(int argc, char** argv, const char* flag) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!iris::bench::gpu_visible("bench_gemm_allreduce_rmsnorm")) return 0;
+  if (!example::gpu_visible("bench_gemm_allreduce_rmsnorm")) return 0;
   const bool quick = has_flag(argc, argv, "--quick");
   iris::ContextOptions options;
   options.heap_size = std::size_t{1} << 30;  // partial products and sums, M x N bf16 each
   auto ctx = iris::Context::from_env(options);
-  const iris::bench::Repeats repeats{.warmup = quick ? 2 : 3,
-                                     .samples = static_cast<int>(iris::bench::number_arg(
-                                         argc, argv, "--samples", quick ? 5 : 10))};
+  const example::Repeats repeats{
+      .warmup = quick ? 2 : 3,
+      .samples = static_cast<int>(example::number_arg(argc, argv, "--samples", quick ? 5 : 10))};
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   const int world = ctx.world_size(), me = ctx.rank();
   constexpr int kN = 8192, kK = 28672;
@@ -100,9 +100,8 @@ int main(int argc, char** argv) {
     IRIS_CUDA_CHECK(cudaDeviceSynchronize());
     auto x = ctx.zeros<bf16>(iris::Shape(mn));  // the baseline's cuBLAS output (symmetric)
     const auto time = [&](auto&& enqueue) {
-      const auto samples = iris::bench::time_calls_ms(stream, repeats, enqueue, lined_up);
-      return iris::bench::slowest_rank(ctx.bootstrap(), iris::bench::summarize(samples).median) *
-             1e3;
+      const auto samples = example::time_calls_ms(stream, repeats, enqueue, lined_up);
+      return iris::bench::slowest_rank(ctx.bootstrap(), example::summarize(samples).median) * 1e3;
     };
     const double gemm_only = time([&](long) { cublas_gemm(handle, x.data(), a, b, m, kN, k); });
     iris::ops::AllReduceRmsNorm norm(ctx);
