@@ -104,9 +104,6 @@ run_example() {
 {
   echo "== demo"; build/tools/iris-run -n 4 --timeout 60 -- build/examples/example_00_hello
   if [ $quick = 1 ]; then
-    bench 2 bench_ccl_bench --max-bytes 64M --samples 3
-    bench 8 bench_ccl_bench --max-bytes 64M --samples 3
-    bench 8 bench_ccl_bench --min-bytes 8 --max-bytes 64K --samples 5 --collectives all_reduce
     if [ -x build/benchmarks/bench_gemm_all_scatter ]; then
       bench 1 bench_gemm_all_scatter
       bench 4 bench_gemm_all_scatter --samples 5
@@ -114,8 +111,11 @@ run_example() {
       bench 4 bench_gemm_all_reduce --quick
       bench 4 bench_all_gather_gemm --quick
       bench 8 bench_allreduce_rmsnorm --samples 5
+      bench 8 bench_gemm_allreduce_rmsnorm --quick
     fi
     for example in build/examples/example_1[0-9]_*; do run_example 4 "$example"; done
+    bench 2 bench_ccl_bench --max-bytes 64M --samples 3
+    bench 8 bench_ccl_bench --min-bytes 8 --max-bytes 64K --samples 5 --collectives all_reduce
     bench 2 bench_rma_bandwidth
     bench 2 bench_signal_latency
     for n in 2 4 8; do bench "$n" bench_barrier_latency; done
@@ -138,6 +138,7 @@ run_example() {
       for n in 2 4; do bench "$n" bench_gemm_all_reduce; done
       for n in 2 4; do bench "$n" bench_all_gather_gemm; done
       for n in 2 8; do bench "$n" bench_allreduce_rmsnorm; done
+      for n in 2 8; do bench "$n" bench_gemm_allreduce_rmsnorm; done
     fi
   fi
 } >"$out/bench.log" 2>&1
