@@ -12,6 +12,7 @@
 
 #include "iris/ccl/communicator.hpp"
 #include "iris/host/error.hpp"
+#include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
 
 namespace iris::ops {
@@ -72,12 +73,11 @@ struct AllGatherState {
 };
 
 namespace {
-iris::team resolve_team(const Context& ctx, const iris::team& team) {
-  return team.size == 0 ? iris::team::world(ctx.world_size()) : team;
-}
-
-AllGatherPattern resolve_pattern(AllGatherPattern asked, int m, int members) {
+AllGatherPattern resolve_pattern(AllGatherPattern asked, int m, int members, int sharing) {
   if (asked != AllGatherPattern::kAuto) return asked;
+  // Measured with ranks sharing one GPU: the copy engines and the per-shard GEMMs compete for
+  // the same HBM and SMs, and bulk-synchronous wins (docs/ops.md has the figures).
+  if (sharing > 1) return AllGatherPattern::kBulkSynchronous;
   return members > 1 && m / members >= kMinShardRows ? AllGatherPattern::kProducerConsumer
                                                      : AllGatherPattern::kBulkSynchronous;
 }
@@ -110,7 +110,8 @@ AllGatherGemm& AllGatherGemm::operator=(AllGatherGemm&&) noexcept = default;
 
 AllGatherPattern AllGatherGemm::choose(const Context& ctx, const AllGatherGemmArguments& args) {
   const iris::team team = detail::resolve_team(ctx, args.team);
-  return detail::resolve_pattern(args.pattern, args.m, std::max(1, team.size));
+  return detail::resolve_pattern(args.pattern, args.m, std::max(1, team.size),
+                                 detail::ranks_per_gpu(ctx));
 }
 
 Status AllGatherGemm::can_implement(const Context& ctx, const AllGatherGemmArguments& args) {

@@ -10,6 +10,7 @@
 
 #include "iris/ccl/communicator.hpp"
 #include "iris/host/error.hpp"
+#include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
 #include "iris/ops/detail/slot_reduce.cuh"
 #include "iris/ops/gemm_reduce_scatter.hpp"
@@ -61,10 +62,6 @@ struct AllReduceState {
 };
 
 namespace {
-iris::team resolve_team(const Context& ctx, const iris::team& team) {
-  return team.size == 0 ? iris::team::world(ctx.world_size()) : team;
-}
-
 /// The partial product A_r * B_r^T, M x N into `d` (packed).
 GemmArguments partial_gemm(const GemmAllReduceArguments& a, void* d) {
   GemmArguments g{};
@@ -90,19 +87,15 @@ bool rows_are_whole_tiles(int m, int members) {
   return m % members == 0 && (m / members) % store_tile_m() == 0;
 }
 
-AllReducePattern resolve_pattern(AllReducePattern asked, int m, int n, int members) {
+AllReducePattern resolve_pattern(AllReducePattern asked, int m, int n, int members, int sharing) {
   if (asked != AllReducePattern::kAuto) return asked;
+  // Measured with ranks sharing one GPU: the fused forms' reducers spin on the SMs the members'
+  // GEMMs need, and bulk-synchronous wins at every size tried (docs/ops.md has the figures).
+  if (sharing > 1) return AllReducePattern::kBulkSynchronous;
   const std::size_t slot_bytes = std::size_t(members) * m * n * sizeof(ArElement);
   if (members <= 2 || slot_bytes <= kOneShotSlotBytes) return AllReducePattern::kOneShot;
   return rows_are_whole_tiles(m, members) ? AllReducePattern::kTwoShot
                                           : AllReducePattern::kBulkSynchronous;
-}
-
-int device_sms() {
-  int device = 0, sms = 0;
-  IRIS_CUDA_CHECK(cudaGetDevice(&device));
-  IRIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
 }
 
 GemmReduceScatterArguments row_blocks(const GemmAllReduceArguments& a, const iris::team& team,
@@ -136,7 +129,8 @@ GemmAllReduce& GemmAllReduce::operator=(GemmAllReduce&&) noexcept = default;
 
 AllReducePattern GemmAllReduce::choose(const Context& ctx, const GemmAllReduceArguments& args) {
   const iris::team team = detail::resolve_team(ctx, args.team);
-  return detail::resolve_pattern(args.pattern, args.m, args.n, std::max(1, team.size));
+  return detail::resolve_pattern(args.pattern, args.m, args.n, std::max(1, team.size),
+                                 detail::ranks_per_gpu(ctx));
 }
 
 Status GemmAllReduce::can_implement(const Context& ctx, const GemmAllReduceArguments& args) {
@@ -254,9 +248,7 @@ void GemmAllReduce::initialize(const GemmAllReduceArguments& args, void* workspa
                      workspace, stream);
   // The reducers spin on the members' GEMMs: with ranks sharing a GPU, all of them together
   // must leave SMs free for those GEMMs (a GEMM CTA needs a whole SM).
-  int devices = 1;
-  IRIS_CUDA_CHECK(cudaGetDeviceCount(&devices));
-  const int sharing = std::max(1, (ctx.local_world_size() + devices - 1) / devices);
+  const int sharing = detail::ranks_per_gpu(ctx);
   const int blocks = sharing > 1 ? std::max(1, 16 / sharing) : 2 * detail::device_sms();
   s.reduce_blocks = std::min(grid.tiles, args.reduce_blocks ? args.reduce_blocks : blocks);
 }

@@ -54,8 +54,10 @@
 namespace iris::ops {
 
 enum class AllGatherPattern {
-  /// producer-consumer when the team has more than one member and each shard has at least 128
-  /// rows (a GEMM of fewer rows leaves most SMs idle); else bulk-synchronous
+  /// bulk-synchronous where ranks share a GPU (measured: copies and GEMMs compete for one
+  /// GPU); with one GPU per rank, producer-consumer when the team has more than one member and
+  /// each shard has at least 128 rows (a GEMM of fewer rows leaves most SMs idle), else
+  /// bulk-synchronous (not yet measured on several GPUs: docs/ops.md)
   kAuto,
   kBulkSynchronous,   ///< iris::ccl all_gather of A, then one GEMM
   kProducerConsumer,  ///< GEMM per shard, local first, while the copy engines pull the peers'

@@ -62,9 +62,11 @@
 namespace iris::ops {
 
 enum class AllReducePattern {
-  /// one-shot when its slots (W x M x N bf16) take at most 32 MiB (latency-bound sizes, and any
-  /// size for W = 2, where both fused forms send the same bytes: see the rule in docs/ops.md);
-  /// else two-shot when M / W is whole 128-row tiles; else bulk-synchronous
+  /// bulk-synchronous where ranks share a GPU (measured: the fused forms' reducers take the
+  /// SMs the GEMMs need); with one GPU per rank, one-shot when its slots (W x M x N bf16) take
+  /// at most 32 MiB (latency-bound sizes, and any size for W = 2, where both fused forms send
+  /// the same bytes), else two-shot when M / W is whole 128-row tiles, else bulk-synchronous
+  /// (a rule from byte counts, not yet measured on several GPUs: docs/ops.md)
   kAuto,
   kBulkSynchronous,  ///< GEMM into a symmetric buffer, then iris::ccl all_reduce
   kOneShot,  ///< the epilogue stores each tile to every member; each member reduces all tiles
