@@ -50,6 +50,13 @@ std::string shape(std::uint64_t rows_cols) {
   return std::to_string(rows_cols >> 32) + " x " + std::to_string(rows_cols & 0xffffffffu);
 }
 
+/// " {start S, size N, stride D}" for a barrier object's team; empty where the report has none.
+std::string team_shape(const ErrorMailbox& m) {
+  if (m.team_size <= 0) return "";
+  return " {start " + std::to_string(m.team_start) + ", size " + std::to_string(m.team_size) +
+         ", stride " + std::to_string(m.team_stride) + "}";
+}
+
 }  // namespace mailbox_format
 
 /// A timed-out wait: what it waited for, for how long, and what it saw last.
@@ -70,7 +77,8 @@ std::string wait_report(const ErrorMailbox& m) {
       return after + " on channel " + std::to_string(m.channel) + " waiting for rank " +
              std::to_string(m.awaited_rank) + " to arrive at epoch " + f::value(m, m.expected) +
              " (it has reached epoch " + f::value(m, m.observed) +
-             "; does every member of the team arrive on this channel as often?)";
+             "; does every member of the team" + f::team_shape(m) +
+             " arrive on this channel as often?)";
     case Awaited::kGridBlocks:
       return after + " waiting for the grid's other " + f::value(m, m.expected) +
              " blocks, of which " + f::value(m, m.observed) + " arrived" + kResidency;

@@ -28,6 +28,9 @@ TEST(CclMissingRank, TheWaitingRankReportsWhoDidNotCome) {
   EXPECT_THAT(message, testing::HasSubstr("ccl all_reduce (entry)"));
   EXPECT_THAT(message, testing::ContainsRegex("on channel [0-9]+ waiting for rank [1-9][0-9]* to "
                                               "arrive at epoch 256 \\(it has reached epoch 0"));
+  // The team: the world's shape, here.
+  EXPECT_THAT(message, testing::HasSubstr("does every member of the team {start 0, size " +
+                                          std::to_string(ctx.world_size()) + ", stride 1}"));
 }
 
 }  // namespace

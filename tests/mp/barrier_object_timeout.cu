@@ -25,8 +25,9 @@ TEST(BarrierObjectTimeout, NamesTheChannelAndTheRankThatDidNotArrive) {
   EXPECT_THAT(message, testing::ContainsRegex(
                            "^rank 0: barrier sync timed out after [0-9.]+ ms on channel 3 "
                            "waiting for rank [1-9][0-9]* to arrive at epoch 1 \\(it has reached "
-                           "epoch 0; does every member of the team arrive on this channel as "
-                           "often\\?\\) \\(block 0, thread [1-9][0-9]*\\)$"));
+                           "epoch 0; does every member of the team \\{start 0, size [0-9]+, stride "
+                           "1\\} arrive on this channel as often\\?\\) \\(block 0, thread "
+                           "[1-9][0-9]*\\)$"));
 }
 
 }  // namespace

@@ -158,6 +158,14 @@ TEST(Mailbox, BarrierObjectReportsNameTheChannelAndTheTeam) {
             "arrive at epoch 9 (it has reached epoch 8; does every member of the team arrive on "
             "this channel as often?) (block 0, thread 1)");
   EXPECT_TRUE(mailbox_is_timeout(late));
+  // With the object's team (what barrier objects report): its shape in the question.
+  late.team_start = 1;
+  late.team_size = 4;
+  late.team_stride = 2;
+  EXPECT_EQ(mailbox_report(late).value(),
+            "rank 0: barrier wait timed out after 30.0 s on channel 2 waiting for rank 5 to "
+            "arrive at epoch 9 (it has reached epoch 8; does every member of the team {start 1, "
+            "size 4, stride 2} arrive on this channel as often?) (block 0, thread 1)");
 
   ErrorMailbox outsider = complete(ErrorKind::kNotInTeam, "barrier sync");
   outsider.rank = 3;

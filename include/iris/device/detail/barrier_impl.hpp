@@ -139,7 +139,12 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void wait_on(G group, const Context& ctx, const 
   for (int i = first; i < t.size; i += n) {
     wait_for<cuda::memory_order_acquire, cuda::thread_scope_system>(
         ctx, operation, slots + i, ctx.rank(), cmp::ge, token.epoch,
-        {.what = awaited, .rank = t.world_rank(i), .channel = token.channel});
+        {.what = awaited,
+         .rank = t.world_rank(i),
+         .channel = token.channel,
+         .team_start = t.start,
+         .team_size = t.size,
+         .team_stride = t.stride});
   }
   group_sync(group, ctx, operation);
   if (first == 0) relaxed_cta::store(state, token.epoch);

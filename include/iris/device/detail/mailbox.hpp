@@ -75,16 +75,19 @@ struct ErrorMailbox {
   std::int32_t awaited_rank;  ///< the rank a barrier waited for (Awaited::kRank, kChannelRank)
   std::int32_t channel;       ///< the barrier channel (Awaited::kChannelRank, kArriveTwice,
                               ///< kStaleToken)
-  std::int64_t heap_offset;   ///< byte offset of the address from the start of its heap
-  std::uint64_t bytes;        ///< bytes the operation addressed (debug checks)
-  std::uint64_t heap_size;    ///< bytes per rank's heap (debug checks)
-  std::uint64_t expected;     ///< the value waited for (timeouts), the limit (kTooMany*), or the
-                              ///< destination tile as rows << 32 | cols (kShapeMismatch)
-  std::uint64_t observed;     ///< the last value seen (timeouts), the count asked for, or the
-                              ///< source tile
-  std::uint64_t elapsed_ns;   ///< how long the wait ran
-  std::uint32_t block[3];     ///< blockIdx of the reporting thread
-  std::uint32_t thread[3];    ///< threadIdx of the reporting thread
+  std::int32_t team_start;    ///< the barrier object's team (Awaited::kChannelRank; size 0:
+  std::int32_t team_size;     ///< not given)
+  std::int32_t team_stride;
+  std::int64_t heap_offset;  ///< byte offset of the address from the start of its heap
+  std::uint64_t bytes;       ///< bytes the operation addressed (debug checks)
+  std::uint64_t heap_size;   ///< bytes per rank's heap (debug checks)
+  std::uint64_t expected;    ///< the value waited for (timeouts), the limit (kTooMany*), or the
+                             ///< destination tile as rows << 32 | cols (kShapeMismatch)
+  std::uint64_t observed;    ///< the last value seen (timeouts), the count asked for, or the
+                             ///< source tile
+  std::uint64_t elapsed_ns;  ///< how long the wait ran
+  std::uint32_t block[3];    ///< blockIdx of the reporting thread
+  std::uint32_t thread[3];   ///< threadIdx of the reporting thread
 };
 
 }  // namespace iris::device

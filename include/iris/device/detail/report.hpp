@@ -25,6 +25,9 @@ struct Failure {
   Awaited awaited = Awaited::kFlag;
   int awaited_rank = -1;
   int channel = -1;
+  int team_start = 0;  ///< a barrier object's team, for Awaited::kChannelRank (size 0: none)
+  int team_size = 0;
+  int team_stride = 0;
 };
 
 /// How long a thread that lost the race for the mailbox lets the winner finish its report before
@@ -59,6 +62,9 @@ inline constexpr std::uint64_t kReportGraceNs = 100'000'000;
       m->awaited = failure.awaited;
       m->awaited_rank = failure.awaited_rank;
       m->channel = failure.channel;
+      m->team_start = failure.team_start;
+      m->team_size = failure.team_size;
+      m->team_stride = failure.team_stride;
       m->block[0] = blockIdx.x;
       m->block[1] = blockIdx.y;
       m->block[2] = blockIdx.z;

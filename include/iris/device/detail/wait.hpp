@@ -45,8 +45,9 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool satisfies(T value, cmp c, T expected) {
 /// Who a wait waits for, when it is more than a flag (barriers): the report names them.
 struct WaitingFor {
   Awaited what = Awaited::kFlag;
-  int rank = -1;     ///< for Awaited::kRank and kChannelRank
-  int channel = -1;  ///< for Awaited::kChannelRank
+  int rank = -1;                                       ///< for Awaited::kRank and kChannelRank
+  int channel = -1;                                    ///< for Awaited::kChannelRank
+  int team_start = 0, team_size = 0, team_stride = 0;  ///< kChannelRank: the object's team
 };
 
 template <flag_value T>
@@ -72,7 +73,10 @@ template <flag_value T>
                    .elapsed_ns = elapsed_ns,
                    .awaited = waiting_for.what,
                    .awaited_rank = waiting_for.rank,
-                   .channel = waiting_for.channel});
+                   .channel = waiting_for.channel,
+                   .team_start = waiting_for.team_start,
+                   .team_size = waiting_for.team_size,
+                   .team_stride = waiting_for.team_stride});
 }
 
 /// Spins until `*flag cmp expected` holds and returns the value that satisfied it; each read is
