@@ -201,19 +201,17 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
   grid.tiles_n = count.tiles_n;
   grid.tiles = count.tiles;
 
-  detail::ensure_flags(ctx, s.flags, std::size_t(s.team.size + 1) * grid.tiles + 1);
+  detail::ensure_zeros(ctx, s.flags, std::size_t(s.team.size + 1) * grid.tiles + 1);
   s.sms = detail::device_sms();
 
   GemmArguments gemm_args = g;
   if (s.pattern == AllScatterPattern::kBulkSynchronous) {
-    if (!s.comm || s.comm->team() != s.team) {
-      // Collective over the world, like the flags above; the smallest packet slots (the 2-D
-      // all_gather uses none).
-      const std::size_t packets = 2 * std::size_t(s.team.size) * 16;
-      s.comm = {};
-      s.comm = std::make_unique<iris::ccl::Communicator>(
-          ctx, s.team, iris::ccl::CommunicatorOptions{.packet_bytes = (packets + 255) / 256 * 256});
-    }
+    // Collective over the world, like the flags above; the smallest packet slots (the 2-D
+    // all_gather uses none).
+    const std::size_t packets = 2 * std::size_t(s.team.size) * 16;
+    detail::ensure_communicator(
+        ctx, s.comm, s.team,
+        iris::ccl::CommunicatorOptions{.packet_bytes = (packets + 255) / 256 * 256});
     s.gemm->initialize(gemm_args, nullptr, workspace, stream);
   } else if (s.pattern == AllScatterPattern::kFusedSequential) {
     detail::TileStore tiles{ctx.device(), s.team, s.arrivals(), std::int64_t{s.me} * grid.tiles,
