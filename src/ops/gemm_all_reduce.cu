@@ -57,17 +57,6 @@ struct AllReduceState {
 };
 
 namespace {
-/// The partial product A_r * B_r^T, M x N into `d` (packed).
-GemmArguments partial_gemm(const GemmAllReduceArguments& a, void* d) {
-  return gemm_of(a, a.n, d, a.n);
-}
-
-/// Rows of the tile-store kernel's CTA tile, without a GPU (the runner only names its shape).
-int store_tile_m() {
-  static const int rows = make_tile_store_gemm_bf16()->tile_m();
-  return rows;
-}
-
 bool rows_are_whole_tiles(int m, int members) {
   return m % members == 0 && (m / members) % store_tile_m() == 0;
 }
@@ -127,15 +116,10 @@ Status GemmAllReduce::can_implement(const Context& ctx, const GemmAllReduceArgum
         std::to_string(args.m) + " must split into " + std::to_string(team.size) +
         " row blocks of a multiple of " + std::to_string(detail::store_tile_m()) +
         " rows (the GEMM's tile rows); use one-shot or bulk-synchronous");
-  if (args.c == nullptr || !ctx.contains(args.c))
-    return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
-  if (args.m > 0 && args.n > 0) {
-    const auto* last =
-        static_cast<const detail::ArElement*>(args.c) + std::int64_t{args.m} * args.n - 1;
-    if (!ctx.contains(last))
-      return Status::failure("C must hold M x N = " + std::to_string(args.m) + " x " +
-                             std::to_string(args.n) + " bf16 elements inside the symmetric heap");
-  }
+  if (auto status = detail::check_symmetric_c<detail::ArElement>(ctx, args.c, "M x N", args.m,
+                                                                 args.n, args.m > 0 && args.n > 0);
+      !status)
+    return status;
   // The GEMM writes packed M x N partials; C (of that shape) stands in for the workspace, which
   // comes from the heap in initialize().
   return Gemm::can_implement(detail::partial_gemm(args, args.c));

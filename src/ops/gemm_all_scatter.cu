@@ -136,16 +136,11 @@ Status GemmAllScatter::can_implement(const Context& ctx, const GemmAllScatterArg
   const iris::team team = detail::resolve_team(ctx, args.team);
   int me = -1;
   if (auto status = detail::check_membership(ctx, team, me); !status) return status;
-  if (args.c == nullptr || !ctx.contains(args.c))
-    return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
-  if (args.m > 0 && args.n > 0) {
-    const auto* last =
-        static_cast<const detail::Element*>(args.c) + std::int64_t{args.m} * args.n * team.size - 1;
-    if (!ctx.contains(last))
-      return Status::failure("C must hold M x N * team.size = " + std::to_string(args.m) + " x " +
-                             std::to_string(std::int64_t{args.n} * team.size) +
-                             " bf16 elements inside the symmetric heap");
-  }
+  if (auto status = detail::check_symmetric_c<detail::Element>(
+          ctx, args.c, "M x N * team.size", args.m, std::int64_t{args.n} * team.size,
+          args.m > 0 && args.n > 0);
+      !status)
+    return status;
   if (args.gemm_sms < 0 || args.comm_blocks < 0)
     return Status::failure("gemm_sms and comm_blocks must be 0 (choose) or positive");
   if ((args.pattern == AllScatterPattern::kProducerConsumer ||

@@ -50,8 +50,9 @@ void* placeholder_partial() {
   return reinterpret_cast<void*>(std::uintptr_t{256});
 }
 
-GemmArguments partial_gemm(const GemmAllReduceRmsNormArguments& a, void* d) {
-  GemmArguments g = gemm_of(a, a.n, d, a.n);
+/// The partial product (detail::partial_gemm) in the op's element type.
+GemmArguments typed_partial_gemm(const GemmAllReduceRmsNormArguments& a, void* d) {
+  GemmArguments g = partial_gemm(a, d);
   g.a_type = g.b_type = g.d_type = a.type;
   return g;
 }
@@ -93,7 +94,8 @@ Status GemmAllReduceRmsNorm::can_implement(const GemmAllReduceRmsNormArguments& 
           detail::norm_arguments(args, detail::placeholder_partial()));
       !status)
     return status;
-  if (auto status = Gemm::can_implement(detail::partial_gemm(args, detail::placeholder_partial()));
+  if (auto status =
+          Gemm::can_implement(detail::typed_partial_gemm(args, detail::placeholder_partial()));
       !status)
     return Status::failure("the GEMM: " + status.message);
   return Status::success();
@@ -128,7 +130,7 @@ void GemmAllReduceRmsNorm::initialize(const GemmAllReduceRmsNormArguments& args,
   }
   s.args = args;
   if (!s.gemm) s.gemm.emplace();
-  s.gemm->initialize(detail::partial_gemm(args, s.partial), workspace, stream);
+  s.gemm->initialize(detail::typed_partial_gemm(args, s.partial), workspace, stream);
   auto norm_args = detail::norm_arguments(args, s.partial);
   if (norm_args.max_blocks == 0) {
     // The fused norm's blocks spin until every member's GEMM is done; with ranks sharing a GPU,

@@ -53,17 +53,6 @@ struct ReduceScatterState {
 };
 
 namespace {
-/// The partial product A_r * B_r^T, M x N into `d` (packed).
-GemmArguments partial_gemm(const GemmReduceScatterArguments& a, void* d) {
-  return gemm_of(a, a.n, d, a.n);
-}
-
-/// Rows of the tile-store kernel's CTA tile, without a GPU (the runner only names its shape).
-int store_tile_m() {
-  static const int rows = make_tile_store_gemm_bf16()->tile_m();
-  return rows;
-}
-
 ReduceScatterPattern resolve_pattern(ReduceScatterPattern asked, int rows_per_member) {
   if (asked != ReduceScatterPattern::kAuto) return asked;
   // The fused epilogue sends whole tiles to one owner, so it needs row blocks of whole tiles.
@@ -98,15 +87,10 @@ Status GemmReduceScatter::can_implement(const Context& ctx,
         "the fused pattern sends whole tiles to the owner of their rows: M / team.size = " +
         std::to_string(rows) + " must be a multiple of " + std::to_string(detail::store_tile_m()) +
         " (the GEMM's tile rows); use the bulk-synchronous pattern");
-  if (args.c == nullptr || !ctx.contains(args.c))
-    return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
-  if (args.m > 0 && args.n > 0) {
-    const auto* last =
-        static_cast<const detail::RsElement*>(args.c) + std::int64_t{rows} * args.n - 1;
-    if (!ctx.contains(last))
-      return Status::failure("C must hold M / team.size x N = " + std::to_string(rows) + " x " +
-                             std::to_string(args.n) + " bf16 elements inside the symmetric heap");
-  }
+  if (auto status = detail::check_symmetric_c<detail::RsElement>(
+          ctx, args.c, "M / team.size x N", rows, args.n, args.m > 0 && args.n > 0);
+      !status)
+    return status;
   if (args.reduce_blocks < 0)
     return Status::failure("reduce_blocks must be 0 (choose) or positive");
   // The GEMM writes the packed M x N partials; a stand-in aligned pointer lets Gemm check the

@@ -65,6 +65,30 @@ GemmArguments gemm_of(const OpArguments& a, int cols, void* d, std::int64_t ldd)
   return g;
 }
 
+/// The partial product A_r * B_r^T, M x N into `d` (packed).
+template <class OpArguments>
+GemmArguments partial_gemm(const OpArguments& a, void* d) {
+  return gemm_of(a, a.n, d, a.n);
+}
+
+/// Whether `c` is a symmetric buffer (from the Context's heap) that holds rows x cols elements,
+/// as a sentence; `shape` names the extent ("M x N"). The extent is checked only where
+/// `check_extent` (an empty matrix has none).
+template <class Element>
+Status check_symmetric_c(const Context& ctx, const void* c, const char* shape, std::int64_t rows,
+                         std::int64_t cols, bool check_extent) {
+  if (c == nullptr || !ctx.contains(c))
+    return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
+  if (check_extent) {
+    const auto* last = static_cast<const Element*>(c) + rows * cols - 1;
+    if (!ctx.contains(last))
+      return Status::failure(std::string("C must hold ") + shape + " = " + std::to_string(rows) +
+                             " x " + std::to_string(cols) +
+                             " bf16 elements inside the symmetric heap");
+  }
+  return Status::success();
+}
+
 /// The CTA tiles over rows x cols: one flag per tile, numbered row-major.
 struct TileCount {
   int tile_m = 0, tile_n = 0, tiles_n = 0, tiles = 0;

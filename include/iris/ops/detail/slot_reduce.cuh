@@ -24,6 +24,12 @@ namespace iris::ops::detail {
 
 constexpr unsigned kSlotReduceThreads = 256;
 
+/// Rows of the tile-store kernel's CTA tile, without a GPU (the runner only names its shape).
+inline int store_tile_m() {
+  static const int rows = make_tile_store_gemm_bf16()->tile_m();
+  return rows;
+}
+
 /// The reduced matrix and the partials of it that every source stored here; the same shape on
 /// every member.
 template <class Element>
