@@ -1,7 +1,8 @@
 // What the communicating ops (GemmAllScatter, GemmReduceScatter, GemmAllReduce, AllGatherGemm,
 // AllReduceRmsNorm, GemmAllReduceRmsNorm) set up alike: the team and this rank's place in it,
-// the GEMM of the op's operands, the tile grid of the flags, the symmetric buffers and the
-// communicator kept across initialize() calls, the GPU's SMs and the ranks sharing it.
+// the GEMM of the op's operands, C's place in the symmetric heap, the tile grid of the flags,
+// the symmetric buffers and the communicator kept across initialize() calls, the GPU's SMs and
+// the ranks sharing it.
 // Not public; host only, needs no CUTLASS.
 #pragma once
 
