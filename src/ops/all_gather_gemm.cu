@@ -51,8 +51,7 @@ struct AllGatherState {
   int rows = 0;  // M / team.size
   AllGatherPattern pattern = AllGatherPattern::kAuto;
   std::unique_ptr<iris::ccl::Communicator> comm;  // all_gather, or the barriers
-  iris::team comm_team{};
-  Buffer<AgElement> gathered;  // M x K: shard q at rows q * rows
+  Buffer<AgElement> gathered;                     // M x K: shard q at rows q * rows
   // Bulk-synchronous: one GEMM of all rows. Producer-consumer: one per shard, team order.
   std::vector<std::unique_ptr<GemmRunner>> gemms;
   std::vector<const AgElement*> peer_shards;  // producer-consumer: member q's shard, here
@@ -116,14 +115,8 @@ AllGatherPattern AllGatherGemm::choose(const Context& ctx, const AllGatherGemmAr
 
 Status AllGatherGemm::can_implement(const Context& ctx, const AllGatherGemmArguments& args) {
   const iris::team team = detail::resolve_team(ctx, args.team);
-  if (!team.fits(ctx.world_size()))
-    return Status::failure("the team {start " + std::to_string(team.start) + ", size " +
-                           std::to_string(team.size) + ", stride " + std::to_string(team.stride) +
-                           "} does not fit a world of " + std::to_string(ctx.world_size()) +
-                           " ranks");
-  const int me = team.index_of(ctx.rank());
-  if (me < 0)
-    return Status::failure("rank " + std::to_string(ctx.rank()) + " is not a member of the team");
+  int me = -1;
+  if (auto status = detail::check_membership(ctx, team, me); !status) return status;
   if (args.m <= 0 || args.m % team.size != 0)
     return Status::failure("M = " + std::to_string(args.m) + " does not split into " +
                            std::to_string(team.size) +
@@ -164,18 +157,8 @@ void AllGatherGemm::initialize(const AllGatherGemmArguments& args, void*, cudaSt
   s.pattern = choose(ctx, args);
 
   // Symmetric allocations are collective: every member makes the same ones in the same order.
-  const bool same_team = s.comm && s.comm_team.start == s.team.start &&
-                         s.comm_team.size == s.team.size && s.comm_team.stride == s.team.stride;
-  if (!same_team) {
-    s.comm = {};
-    s.comm = std::make_unique<iris::ccl::Communicator>(ctx, s.team);
-    s.comm_team = s.team;
-  }
-  const std::size_t count = std::size_t(args.m) * args.k;
-  if (!s.gathered || s.gathered.size() != count) {
-    s.gathered = {};
-    s.gathered = ctx.zeros<detail::AgElement>(count);
-  }
+  detail::ensure_communicator(ctx, s.comm, s.team);
+  detail::ensure_zeros(ctx, s.gathered, std::size_t(args.m) * args.k);
   const std::int64_t shard = std::int64_t{s.rows} * args.k;
 
   s.gemms.clear();

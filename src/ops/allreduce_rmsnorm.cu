@@ -18,6 +18,7 @@
 #include "iris/device/barrier.hpp"
 #include "iris/device/context.hpp"
 #include "iris/host/error.hpp"
+#include "iris/ops/detail/comm_op.hpp"
 
 namespace iris::ops {
 
@@ -250,10 +251,6 @@ struct AllReduceRmsNormState {
 
 namespace {
 
-iris::team resolve_team(const Context& ctx, const iris::team& team) {
-  return team.size == 0 ? iris::team::world(ctx.world_size()) : team;
-}
-
 bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
@@ -331,14 +328,10 @@ Status AllReduceRmsNorm::can_implement(const AllReduceRmsNormArguments& args) {
 
 Status AllReduceRmsNorm::can_implement(const Context& ctx, const AllReduceRmsNormArguments& args) {
   if (auto status = can_implement(args); !status) return status;
-  const iris::team team = detail::resolve_team(ctx, args.team);
-  if (!team.fits(ctx.world_size()))
-    return Status::failure("the team {start " + std::to_string(team.start) + ", size " +
-                           std::to_string(team.size) + ", stride " + std::to_string(team.stride) +
-                           "} does not fit a world of " + std::to_string(ctx.world_size()) +
-                           " ranks");
-  if (team.index_of(ctx.rank()) < 0)
-    return Status::failure("rank " + std::to_string(ctx.rank()) + " is not a member of the team");
+  int me = -1;
+  if (auto status = detail::check_membership(ctx, detail::resolve_team(ctx, args.team), me);
+      !status)
+    return status;
   const std::size_t bytes = std::size_t(args.tokens) * args.hidden * size_of(args.type);
   if (!ctx.contains(args.x) || !ctx.contains(static_cast<const char*>(args.x) + bytes - 1))
     return Status::failure(
@@ -371,10 +364,7 @@ void AllReduceRmsNorm::initialize(const AllReduceRmsNormArguments& args, void*, 
       args.pattern == AllReduceNormPattern::kAuto ? AllReduceNormPattern::kFused : args.pattern;
   const int budget = args.max_blocks > 0 ? args.max_blocks : s.comm->max_blocks();
   s.blocks = std::max(1, std::min({args.tokens, budget, detail::kNormChannels}));
-  int device = 0, sms = 0;
-  IRIS_CUDA_CHECK(cudaGetDevice(&device));
-  IRIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  s.norm_blocks = std::max(1, std::min(args.tokens, 2 * sms));
+  s.norm_blocks = std::max(1, std::min(args.tokens, 2 * detail::device_sms()));
   const std::size_t bytes = std::size_t(args.tokens) * args.hidden * size_of(args.type);
   const std::size_t want = s.pattern == AllReduceNormPattern::kBulkSynchronous ? bytes : 0;
   if (s.sum_bytes != want) {

@@ -46,43 +46,17 @@ struct AllReduceState {
   std::unique_ptr<GemmRunner> gemm;                // bulk-synchronous and one-shot
   std::unique_ptr<GemmReduceScatter> reduce_rows;  // two-shot
   std::unique_ptr<iris::ccl::Communicator> comm;   // bulk-synchronous and two-shot
-  iris::team comm_team{};
-  SlotGrid<ArElement> grid{};  // all of C
+  SlotGrid<ArElement> grid{};                      // all of C
   // Bulk-synchronous: the M x N partial product; one-shot: the [W][M x N] slots.
   Buffer<ArElement> partials;
-  // One-shot: [arrivals: team.size * tiles][done: tiles][freed: team.size][runs: 1]
-  Buffer<std::uint64_t> flags;
+  Buffer<std::uint64_t> flags;  // one-shot: SlotFlags over team.size sources and C's tiles
   int reduce_blocks = 0;
   TraceBuffer trace{};
 
-  std::uint64_t* arrivals() const { return flags.data(); }
-  std::uint64_t* done() const { return flags.data() + std::int64_t{team.size} * grid.tiles; }
-  std::uint64_t* freed() const { return done() + grid.tiles; }
-  std::uint64_t* runs() const { return freed() + team.size; }
+  SlotFlags slot_flags() const { return {flags.data(), team.size, grid.tiles}; }
 };
 
 namespace {
-/// The partial product A_r * B_r^T, M x N into `d` (packed).
-GemmArguments partial_gemm(const GemmAllReduceArguments& a, void* d) {
-  GemmArguments g{};
-  g.m = a.m;
-  g.n = a.n;
-  g.k = a.k;
-  g.a = a.a;
-  g.lda = a.lda;
-  g.b = a.b;
-  g.ldb = a.ldb;
-  g.d = d;
-  g.ldd = a.n;
-  return g;
-}
-
-/// Rows of the tile-store kernel's CTA tile, without a GPU (the runner only names its shape).
-int store_tile_m() {
-  static const int rows = make_tile_store_gemm_bf16()->tile_m();
-  return rows;
-}
-
 bool rows_are_whole_tiles(int m, int members) {
   return m % members == 0 && (m / members) % store_tile_m() == 0;
 }
@@ -101,13 +75,7 @@ AllReducePattern resolve_pattern(AllReducePattern asked, int m, int n, int membe
 GemmReduceScatterArguments row_blocks(const GemmAllReduceArguments& a, const iris::team& team,
                                       int me) {
   GemmReduceScatterArguments r{};
-  r.m = a.m;
-  r.n = a.n;
-  r.k = a.k;
-  r.a = a.a;
-  r.lda = a.lda;
-  r.b = a.b;
-  r.ldb = a.ldb;
+  copy_operands(a, r);
   // This rank's row block of C: the in-place source of the all_gather that follows.
   r.c = static_cast<ArElement*>(a.c) + std::int64_t{me} * (a.m / team.size) * a.n;
   r.team = team;
@@ -135,14 +103,8 @@ AllReducePattern GemmAllReduce::choose(const Context& ctx, const GemmAllReduceAr
 
 Status GemmAllReduce::can_implement(const Context& ctx, const GemmAllReduceArguments& args) {
   const iris::team team = detail::resolve_team(ctx, args.team);
-  if (!team.fits(ctx.world_size()))
-    return Status::failure("the team {start " + std::to_string(team.start) + ", size " +
-                           std::to_string(team.size) + ", stride " + std::to_string(team.stride) +
-                           "} does not fit a world of " + std::to_string(ctx.world_size()) +
-                           " ranks");
-  const int me = team.index_of(ctx.rank());
-  if (me < 0)
-    return Status::failure("rank " + std::to_string(ctx.rank()) + " is not a member of the team");
+  int me = -1;
+  if (auto status = detail::check_membership(ctx, team, me); !status) return status;
   if (args.reduce_blocks < 0)
     return Status::failure("reduce_blocks must be 0 (choose) or positive");
   const auto pattern = choose(ctx, args);
@@ -154,15 +116,10 @@ Status GemmAllReduce::can_implement(const Context& ctx, const GemmAllReduceArgum
         std::to_string(args.m) + " must split into " + std::to_string(team.size) +
         " row blocks of a multiple of " + std::to_string(detail::store_tile_m()) +
         " rows (the GEMM's tile rows); use one-shot or bulk-synchronous");
-  if (args.c == nullptr || !ctx.contains(args.c))
-    return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
-  if (args.m > 0 && args.n > 0) {
-    const auto* last =
-        static_cast<const detail::ArElement*>(args.c) + std::int64_t{args.m} * args.n - 1;
-    if (!ctx.contains(last))
-      return Status::failure("C must hold M x N = " + std::to_string(args.m) + " x " +
-                             std::to_string(args.n) + " bf16 elements inside the symmetric heap");
-  }
+  if (auto status = detail::check_symmetric_c<detail::ArElement>(ctx, args.c, "M x N", args.m,
+                                                                 args.n, args.m > 0 && args.n > 0);
+      !status)
+    return status;
   // The GEMM writes packed M x N partials; C (of that shape) stands in for the workspace, which
   // comes from the heap in initialize().
   return Gemm::can_implement(detail::partial_gemm(args, args.c));
@@ -187,32 +144,17 @@ void GemmAllReduce::initialize(const GemmAllReduceArguments& args, void* workspa
   s.reduce_rows = {};
 
   // Symmetric allocations are collective: every member makes the same ones in the same order.
-  const auto make_comm = [&] {
-    const bool same_team = s.comm && s.comm_team.start == s.team.start &&
-                           s.comm_team.size == s.team.size && s.comm_team.stride == s.team.stride;
-    if (!same_team) {
-      s.comm = {};  // collective, like the construction
-      s.comm = std::make_unique<iris::ccl::Communicator>(ctx, s.team);
-      s.comm_team = s.team;
-    }
-  };
-  const auto make_partials = [&](std::size_t count) {
-    if (!s.partials || s.partials.size() != count) {
-      s.partials = {};
-      s.partials = ctx.zeros<detail::ArElement>(count);
-    }
-  };
   const std::size_t product = std::size_t(args.m) * args.n;
 
   if (s.pattern == AllReducePattern::kTwoShot) {
-    make_comm();
+    detail::ensure_communicator(ctx, s.comm, s.team);
     s.reduce_rows = std::make_unique<GemmReduceScatter>(ctx);
     s.reduce_rows->initialize(detail::row_blocks(args, s.team, s.me), workspace, stream);
     return;
   }
   if (s.pattern == AllReducePattern::kBulkSynchronous) {
-    make_comm();
-    make_partials(product);
+    detail::ensure_communicator(ctx, s.comm, s.team);
+    detail::ensure_zeros(ctx, s.partials, product);
     s.gemm = detail::make_gemm(DType::kBF16, DType::kBF16);
     s.gemm->initialize(detail::partial_gemm(args, s.partials.data()), nullptr, workspace, stream);
     return;
@@ -220,37 +162,18 @@ void GemmAllReduce::initialize(const GemmAllReduceArguments& args, void* workspa
 
   // One-shot: the tile-store kernel (the all-scatter route) into this rank's slot everywhere.
   s.gemm = detail::make_tile_store_gemm_bf16();
-  make_partials(product * s.team.size);
-  auto& grid = s.grid;
-  grid.rows = args.m;
-  grid.n = args.n;
-  grid.slot = static_cast<std::int64_t>(product);
-  grid.tile_m = s.gemm->tile_m();
-  grid.tile_n = s.gemm->tile_n();
-  grid.tiles_n = (args.n + grid.tile_n - 1) / grid.tile_n;
-  grid.tiles = grid.tiles_n * ((args.m + grid.tile_m - 1) / grid.tile_m);
-  grid.out = static_cast<detail::ArElement*>(args.c);
-  grid.slots = s.partials.data();
-  const std::size_t flag_count = std::size_t(s.team.size + 1) * grid.tiles + s.team.size + 1;
-  if (!s.flags || s.flags.size() != flag_count) {
-    s.flags = {};
-    s.flags = ctx.zeros<std::uint64_t>(flag_count);
-  }
-  detail::TileStore tiles{};
-  tiles.ctx = ctx.device();
-  tiles.receivers = s.team;
-  tiles.flags = s.arrivals();
-  tiles.flag_offset = std::int64_t{s.me} * grid.tiles;
-  tiles.first_receiver = s.me;
-  tiles.trace = s.trace;
+  detail::ensure_zeros(ctx, s.partials, product * s.team.size);
+  const auto count = detail::TileCount::of(args.m, args.n, s.gemm->tile_m(), s.gemm->tile_n());
+  s.grid = detail::slot_grid<detail::ArElement>(
+      s.partials.data(), static_cast<detail::ArElement*>(args.c), args.m, args.n, count);
+  detail::ensure_zeros(ctx, s.flags, detail::SlotFlags::count(s.team.size, count.tiles));
+  // Member q's tile t raises arrivals[q * tiles + t] on every member, into slot q there.
+  const detail::TileStore tiles =
+      detail::slot_store(ctx.device(), s.team, s.me, s.slot_flags(), s.trace);
   // owner_rows = 0: every tile to every member, at its own place in D = this rank's slot.
-  s.gemm->initialize(detail::partial_gemm(args, s.partials.data() + s.me * grid.slot), &tiles,
+  s.gemm->initialize(detail::partial_gemm(args, s.partials.data() + s.me * s.grid.slot), &tiles,
                      workspace, stream);
-  // The reducers spin on the members' GEMMs: with ranks sharing a GPU, all of them together
-  // must leave SMs free for those GEMMs (a GEMM CTA needs a whole SM).
-  const int sharing = detail::ranks_per_gpu(ctx);
-  const int blocks = sharing > 1 ? std::max(1, 16 / sharing) : 2 * detail::device_sms();
-  s.reduce_blocks = std::min(grid.tiles, args.reduce_blocks ? args.reduce_blocks : blocks);
+  s.reduce_blocks = detail::spinner_blocks(ctx, s.grid.tiles, args.reduce_blocks);
 }
 
 void GemmAllReduce::run(cudaStream_t stream) {
@@ -275,15 +198,8 @@ void GemmAllReduce::run(cudaStream_t stream) {
     default:
       break;
   }
-  const iris::device::Context dctx = s.ctx->device();
-  detail::wait_until_slots_freed<<<1, 32, 0, stream>>>(dctx, s.team.size, s.freed(), s.runs());
-  IRIS_CUDA_CHECK(cudaGetLastError());
-  s.gemm->run(stream);
-  detail::reduce_slot_tiles<<<s.reduce_blocks, detail::kSlotReduceThreads, 0, stream>>>(
-      dctx, s.team.size, s.grid, s.arrivals(), s.done());
-  IRIS_CUDA_CHECK(cudaGetLastError());
-  detail::announce_slots_freed<<<1, 32, 0, stream>>>(dctx, s.team, s.me, s.freed());
-  IRIS_CUDA_CHECK(cudaGetLastError());
+  detail::run_slot_reduction(s.ctx->device(), s.team, s.me, s.grid, s.slot_flags(), s.reduce_blocks,
+                             *s.gemm, stream);
 }
 
 AllReducePattern GemmAllReduce::pattern() const {
@@ -292,7 +208,7 @@ AllReducePattern GemmAllReduce::pattern() const {
 const std::uint64_t* GemmAllReduce::tile_flags() const {
   const auto& s = *state_;
   if (s.reduce_rows) return s.reduce_rows->tile_flags();
-  return s.pattern == AllReducePattern::kOneShot ? s.arrivals() : nullptr;
+  return s.pattern == AllReducePattern::kOneShot ? s.slot_flags().arrivals() : nullptr;
 }
 int GemmAllReduce::tiles() const {
   const auto& s = *state_;

@@ -136,16 +136,11 @@ Status GemmAllScatter::can_implement(const Context& ctx, const GemmAllScatterArg
   const iris::team team = detail::resolve_team(ctx, args.team);
   int me = -1;
   if (auto status = detail::check_membership(ctx, team, me); !status) return status;
-  if (args.c == nullptr || !ctx.contains(args.c))
-    return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
-  if (args.m > 0 && args.n > 0) {
-    const auto* last =
-        static_cast<const detail::Element*>(args.c) + std::int64_t{args.m} * args.n * team.size - 1;
-    if (!ctx.contains(last))
-      return Status::failure("C must hold M x N * team.size = " + std::to_string(args.m) + " x " +
-                             std::to_string(std::int64_t{args.n} * team.size) +
-                             " bf16 elements inside the symmetric heap");
-  }
+  if (auto status = detail::check_symmetric_c<detail::Element>(
+          ctx, args.c, "M x N * team.size", args.m, std::int64_t{args.n} * team.size,
+          args.m > 0 && args.n > 0);
+      !status)
+    return status;
   if (args.gemm_sms < 0 || args.comm_blocks < 0)
     return Status::failure("gemm_sms and comm_blocks must be 0 (choose) or positive");
   if ((args.pattern == AllScatterPattern::kProducerConsumer ||
@@ -201,19 +196,17 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
   grid.tiles_n = count.tiles_n;
   grid.tiles = count.tiles;
 
-  detail::ensure_flags(ctx, s.flags, std::size_t(s.team.size + 1) * grid.tiles + 1);
+  detail::ensure_zeros(ctx, s.flags, std::size_t(s.team.size + 1) * grid.tiles + 1);
   s.sms = detail::device_sms();
 
   GemmArguments gemm_args = g;
   if (s.pattern == AllScatterPattern::kBulkSynchronous) {
-    if (!s.comm || s.comm->team() != s.team) {
-      // Collective over the world, like the flags above; the smallest packet slots (the 2-D
-      // all_gather uses none).
-      const std::size_t packets = 2 * std::size_t(s.team.size) * 16;
-      s.comm = {};
-      s.comm = std::make_unique<iris::ccl::Communicator>(
-          ctx, s.team, iris::ccl::CommunicatorOptions{.packet_bytes = (packets + 255) / 256 * 256});
-    }
+    // Collective over the world, like the flags above; the smallest packet slots (the 2-D
+    // all_gather uses none).
+    const std::size_t packets = 2 * std::size_t(s.team.size) * 16;
+    detail::ensure_communicator(
+        ctx, s.comm, s.team,
+        iris::ccl::CommunicatorOptions{.packet_bytes = (packets + 255) / 256 * 256});
     s.gemm->initialize(gemm_args, nullptr, workspace, stream);
   } else if (s.pattern == AllScatterPattern::kFusedSequential) {
     detail::TileStore tiles{ctx.device(), s.team, s.arrivals(), std::int64_t{s.me} * grid.tiles,

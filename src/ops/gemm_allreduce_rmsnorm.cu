@@ -10,6 +10,7 @@
 #include <string>
 
 #include "iris/host/error.hpp"
+#include "iris/ops/detail/comm_op.hpp"
 
 namespace iris::ops {
 
@@ -49,18 +50,10 @@ void* placeholder_partial() {
   return reinterpret_cast<void*>(std::uintptr_t{256});
 }
 
-GemmArguments partial_gemm(const GemmAllReduceRmsNormArguments& a, void* d) {
-  GemmArguments g{};
-  g.m = a.m;
-  g.n = a.n;
-  g.k = a.k;
+/// The partial product (detail::partial_gemm) in the op's element type.
+GemmArguments typed_partial_gemm(const GemmAllReduceRmsNormArguments& a, void* d) {
+  GemmArguments g = partial_gemm(a, d);
   g.a_type = g.b_type = g.d_type = a.type;
-  g.a = a.a;
-  g.lda = a.lda;
-  g.b = a.b;
-  g.ldb = a.ldb;
-  g.d = d;
-  g.ldd = a.n;
   return g;
 }
 
@@ -101,7 +94,8 @@ Status GemmAllReduceRmsNorm::can_implement(const GemmAllReduceRmsNormArguments& 
           detail::norm_arguments(args, detail::placeholder_partial()));
       !status)
     return status;
-  if (auto status = Gemm::can_implement(detail::partial_gemm(args, detail::placeholder_partial()));
+  if (auto status =
+          Gemm::can_implement(detail::typed_partial_gemm(args, detail::placeholder_partial()));
       !status)
     return Status::failure("the GEMM: " + status.message);
   return Status::success();
@@ -110,15 +104,8 @@ Status GemmAllReduceRmsNorm::can_implement(const GemmAllReduceRmsNormArguments& 
 Status GemmAllReduceRmsNorm::can_implement(const Context& ctx,
                                            const GemmAllReduceRmsNormArguments& args) {
   if (auto status = can_implement(args); !status) return status;
-  const iris::team team = args.team.size == 0 ? iris::team::world(ctx.world_size()) : args.team;
-  if (!team.fits(ctx.world_size()))
-    return Status::failure("the team {start " + std::to_string(team.start) + ", size " +
-                           std::to_string(team.size) + ", stride " + std::to_string(team.stride) +
-                           "} does not fit a world of " + std::to_string(ctx.world_size()) +
-                           " ranks");
-  if (team.index_of(ctx.rank()) < 0)
-    return Status::failure("rank " + std::to_string(ctx.rank()) + " is not a member of the team");
-  return Status::success();
+  int me = -1;
+  return detail::check_membership(ctx, detail::resolve_team(ctx, args.team), me);
 }
 
 std::size_t GemmAllReduceRmsNorm::workspace_size(const GemmAllReduceRmsNormArguments&) {
@@ -143,15 +130,13 @@ void GemmAllReduceRmsNorm::initialize(const GemmAllReduceRmsNormArguments& args,
   }
   s.args = args;
   if (!s.gemm) s.gemm.emplace();
-  s.gemm->initialize(detail::partial_gemm(args, s.partial), workspace, stream);
+  s.gemm->initialize(detail::typed_partial_gemm(args, s.partial), workspace, stream);
   auto norm_args = detail::norm_arguments(args, s.partial);
   if (norm_args.max_blocks == 0) {
     // The fused norm's blocks spin until every member's GEMM is done; with ranks sharing a GPU,
     // all of them together take at most 64 SMs' worth, so the late members' GEMMs (a CTA needs
     // a whole SM) always find SMs.
-    int devices = 1;
-    IRIS_CUDA_CHECK(cudaGetDeviceCount(&devices));
-    const int sharing = std::max(1, (ctx.local_world_size() + devices - 1) / devices);
+    const int sharing = detail::ranks_per_gpu(ctx);
     if (sharing > 1) norm_args.max_blocks = std::max(1, 64 / sharing);
   }
   if (!s.norm) s.norm.emplace(ctx);

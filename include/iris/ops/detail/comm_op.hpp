@@ -1,6 +1,9 @@
-// What the communicating GEMM ops (GemmAllScatter, GemmReduceScatter) set up alike: the team
-// and this rank's place in it, the tile grid of the flags, the symmetric flag buffer, the
-// GPU's SMs and the ranks sharing it. Not public; host only, needs no CUTLASS.
+// What the communicating ops (GemmAllScatter, GemmReduceScatter, GemmAllReduce, AllGatherGemm,
+// AllReduceRmsNorm, GemmAllReduceRmsNorm) set up alike: the team and this rank's place in it,
+// the GEMM of the op's operands, C's place in the symmetric heap, the tile grid of the flags,
+// the symmetric buffers and the communicator kept across initialize() calls, the GPU's SMs and
+// the ranks sharing it.
+// Not public; host only, needs no CUTLASS.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -8,9 +11,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <source_location>
 #include <string>
 
+#include "iris/ccl/communicator.hpp"
 #include "iris/device/team.hpp"
 #include "iris/host/context.hpp"
 #include "iris/host/error.hpp"
@@ -37,20 +42,52 @@ inline Status check_membership(const Context& ctx, const iris::team& team, int& 
   return Status::success();
 }
 
+/// Copies the GEMM operands (M, N, K, A, B and their leading dimensions) of one op's arguments
+/// into another's.
+template <class From, class To>
+void copy_operands(const From& from, To& to) {
+  to.m = from.m;
+  to.n = from.n;
+  to.k = from.k;
+  to.a = from.a;
+  to.lda = from.lda;
+  to.b = from.b;
+  to.ldb = from.ldb;
+}
+
 /// The GEMM of rows x cols into `d` (leading dimension ldd) from the op's A and B.
 template <class OpArguments>
 GemmArguments gemm_of(const OpArguments& a, int cols, void* d, std::int64_t ldd) {
   GemmArguments g{};
-  g.m = a.m;
+  copy_operands(a, g);
   g.n = cols;
-  g.k = a.k;
-  g.a = a.a;
-  g.lda = a.lda;
-  g.b = a.b;
-  g.ldb = a.ldb;
   g.d = d;
   g.ldd = ldd;
   return g;
+}
+
+/// The partial product A_r * B_r^T, M x N into `d` (packed).
+template <class OpArguments>
+GemmArguments partial_gemm(const OpArguments& a, void* d) {
+  return gemm_of(a, a.n, d, a.n);
+}
+
+/// Whether `c` is a symmetric buffer (from the Context's heap) that holds rows x cols elements,
+/// as a sentence; `shape` names the extent ("M x N"). The extent is checked only where
+/// `check_extent` (an empty matrix has none).
+template <class Element>
+Status check_symmetric_c(const Context& ctx, const void* c, const char* shape, std::int64_t rows,
+                         std::int64_t cols, bool check_extent) {
+  if (c == nullptr || !ctx.contains(c))
+    return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
+  if (check_extent) {
+    const auto* last = static_cast<const Element*>(c) + rows * cols - 1;
+    if (!ctx.contains(last))
+      return Status::failure(std::string("C must hold ") + shape + " = " + std::to_string(rows) +
+                             " x " + std::to_string(cols) +
+                             " bf16 elements inside the symmetric heap");
+  }
+  return Status::success();
 }
 
 /// The CTA tiles over rows x cols: one flag per tile, numbered row-major.
@@ -62,13 +99,25 @@ struct TileCount {
   }
 };
 
-/// Zeroed symmetric counters, reallocated only when the count changes. Collective over the
-/// world like every symmetric allocation (the old buffer is freed, collectively, first).
-inline void ensure_flags(Context& ctx, Buffer<std::uint64_t>& flags, std::size_t count,
-                         std::source_location where = std::source_location::current()) {
-  if (flags && flags.size() == count) return;
-  flags = {};
-  flags = ctx.zeros<std::uint64_t>(count, where);
+/// A zeroed symmetric buffer of `count` elements (flags, partials, slots), reallocated only when
+/// the count changes. Collective over the world like every symmetric allocation (the old buffer
+/// is freed, collectively, first).
+template <class T>
+void ensure_zeros(Context& ctx, Buffer<T>& buffer, std::size_t count,
+                  std::source_location where = std::source_location::current()) {
+  if (buffer && buffer.size() == count) return;
+  buffer = {};
+  buffer = ctx.zeros<T>(count, where);
+}
+
+/// The op's communicator over `team`, remade only when the team changes. Collective over the
+/// world like its construction (the old one is destroyed, collectively, first).
+inline void ensure_communicator(Context& ctx, std::unique_ptr<iris::ccl::Communicator>& comm,
+                                const iris::team& team,
+                                const iris::ccl::CommunicatorOptions& options = {}) {
+  if (comm && comm->team() == team) return;
+  comm = {};
+  comm = std::make_unique<iris::ccl::Communicator>(ctx, team, options);
 }
 
 /// The current GPU's SMs.
@@ -85,6 +134,16 @@ inline int ranks_per_gpu(const Context& ctx) {
   int devices = 1;
   IRIS_CUDA_CHECK(cudaGetDeviceCount(&devices));
   return std::max(1, (ctx.local_world_size() + devices - 1) / devices);
+}
+
+/// Blocks of a kernel that spins on the members' GEMMs, one tile a block at a time: `asked`
+/// where positive, else two per SM, or with ranks sharing this GPU 16 / sharing (all ranks'
+/// spinners together must leave SMs free for those GEMMs: a GEMM CTA needs a whole SM); never
+/// more than `tiles`.
+inline int spinner_blocks(const Context& ctx, int tiles, int asked) {
+  const int sharing = ranks_per_gpu(ctx);
+  const int blocks = sharing > 1 ? std::max(1, 16 / sharing) : 2 * device_sms();
+  return std::min(tiles, asked ? asked : blocks);
 }
 
 }  // namespace iris::ops::detail

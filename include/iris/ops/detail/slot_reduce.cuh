@@ -1,23 +1,34 @@
 // The receiving side of the tile-store routes that send partial tiles into per-source slots:
-// a reduction kernel that waits per tile for every source and adds the slots in team order, and
-// the two one-block kernels that keep a run from overwriting a slot its reader still reads.
-// Not public. Used by GemmAllReduce's one-shot pattern (every tile of C from every member);
-// GemmReduceScatter's reduction (src/ops/gemm_reduce_scatter.cu) is the same algorithm over its
-// row block and can move onto these kernels.
+// a reduction kernel that waits per tile for every source and adds the slots in team order, the
+// two one-block kernels that keep a run from overwriting a slot its reader still reads, the
+// layout of their counters and the host side that sets them up and launches one run.
+// Not public. Used by GemmAllReduce's one-shot pattern (every tile of C from every member) and
+// GemmReduceScatter's fused pattern (the tiles of this rank's row block from every member).
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "iris/device/context.hpp"
 #include "iris/device/coop.hpp"
 #include "iris/device/signal.hpp"
 #include "iris/device/team.hpp"
+#include "iris/host/error.hpp"
+#include "iris/ops/detail/comm_op.hpp"
+#include "iris/ops/detail/gemm_runner.hpp"
 
 namespace iris::ops::detail {
 
 constexpr unsigned kSlotReduceThreads = 256;
+
+/// Rows of the tile-store kernel's CTA tile, without a GPU (the runner only names its shape).
+inline int store_tile_m() {
+  static const int rows = make_tile_store_gemm_bf16()->tile_m();
+  return rows;
+}
 
 /// The reduced matrix and the partials of it that every source stored here; the same shape on
 /// every member.
@@ -28,6 +39,39 @@ struct SlotGrid {
   int rows = 0, n = 0;             // n: a multiple of 16 bytes of Element
   std::int64_t slot = 0;           // rows * n
   int tile_m = 0, tile_n = 0, tiles_n = 0, tiles = 0;
+};
+
+/// The grid of `out` (rows x n) and its `slots`, one of rows x n per source, tiled by `count`.
+template <class Element>
+SlotGrid<Element> slot_grid(const Element* slots, Element* out, int rows, int n,
+                            const TileCount& count) {
+  SlotGrid<Element> grid{};
+  grid.slots = slots;
+  grid.out = out;
+  grid.rows = rows;
+  grid.n = n;
+  grid.slot = std::int64_t{rows} * n;
+  grid.tile_m = count.tile_m;
+  grid.tile_n = count.tile_n;
+  grid.tiles_n = count.tiles_n;
+  grid.tiles = count.tiles;
+  return grid;
+}
+
+/// The counters of one slot reduction, in one zeroed symmetric buffer of count(sources, tiles):
+/// [arrivals: sources * tiles][done: tiles][freed: sources][runs: 1]. Source q's tiles raise
+/// arrivals[q * tiles + t] on the receiver.
+struct SlotFlags {
+  std::uint64_t* base = nullptr;
+  int sources = 0, tiles = 0;
+
+  static std::size_t count(int sources, int tiles) {
+    return std::size_t(sources + 1) * tiles + sources + 1;
+  }
+  std::uint64_t* arrivals() const { return base; }
+  std::uint64_t* done() const { return base + std::int64_t{sources} * tiles; }
+  std::uint64_t* freed() const { return done() + tiles; }
+  std::uint64_t* runs() const { return freed() + sources; }
 };
 
 /// One block per tile (grid-stride). The tile's run counter `done` (this rank's; only this
@@ -100,6 +144,37 @@ __global__ void announce_slots_freed(const __grid_constant__ iris::device::Conte
                                      iris::team team, int me, Flag* freed) {
   for (int q = threadIdx.x; q < team.size; q += blockDim.x)
     iris::device::signal_add(ctx, freed + me, Flag{1}, team.world_rank(q));
+}
+
+/// The tile-store route of member `me` of `team` into the slots: every tile's arrival raises
+/// its flag at arrivals[me * tiles + t] on each receiver, receivers visited after `me`.
+inline TileStore slot_store(const iris::device::Context& ctx, const iris::team& team, int me,
+                            const SlotFlags& flags, const TraceBuffer& trace) {
+  TileStore tiles{};
+  tiles.ctx = ctx;
+  tiles.receivers = team;
+  tiles.flags = flags.arrivals();
+  tiles.flag_offset = std::int64_t{me} * flags.tiles;
+  tiles.first_receiver = me;
+  tiles.trace = trace;
+  return tiles;
+}
+
+/// One run, stream-ordered: wait until every member has read this rank's slots of the previous
+/// run, `gemm` (the tile-store GEMM that fills the members' slots), the reduction in `blocks`
+/// blocks, then tell every member its slot here is free.
+template <class Element>
+void run_slot_reduction(const iris::device::Context& ctx, const iris::team& team, int me,
+                        const SlotGrid<Element>& grid, const SlotFlags& flags, int blocks,
+                        GemmRunner& gemm, cudaStream_t stream) {
+  wait_until_slots_freed<<<1, 32, 0, stream>>>(ctx, team.size, flags.freed(), flags.runs());
+  IRIS_CUDA_CHECK(cudaGetLastError());
+  gemm.run(stream);
+  reduce_slot_tiles<<<blocks, kSlotReduceThreads, 0, stream>>>(ctx, team.size, grid,
+                                                               flags.arrivals(), flags.done());
+  IRIS_CUDA_CHECK(cudaGetLastError());
+  announce_slots_freed<<<1, 32, 0, stream>>>(ctx, team, me, flags.freed());
+  IRIS_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace iris::ops::detail
