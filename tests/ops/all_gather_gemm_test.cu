@@ -206,14 +206,9 @@ TEST(AllGatherGemm, CanImplementRefusesWhatItCannotRun) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
   using Op = iris::ops::AllGatherGemm;
-  iris::ops::AllGatherGemmArguments args;
-  args.m = 128 * world;
-  args.n = 256;
-  args.k = 64;
-  void* local = nullptr;
-  ASSERT_EQ(cudaMalloc(&local, 1 << 20), cudaSuccess);
-  args.a = local;  // not symmetric
-  args.b = args.c = local;
+  const LocalMemory local;
+  // Every tensor in local memory: a is not symmetric.
+  auto args = local_gemm_arguments<iris::ops::AllGatherGemmArguments>(128 * world, local);
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "symmetric"));
   auto shard = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(128) * 64));
   args.a = shard.data();
@@ -244,7 +239,6 @@ TEST(AllGatherGemm, CanImplementRefusesWhatItCannotRun) {
   args.k = 60;
   EXPECT_THROW(op.initialize(args), iris::Error);
   EXPECT_THROW(op.run(), iris::Error);  // never initialized
-  cudaFree(local);
   ctx.barrier();
 }
 

@@ -205,14 +205,9 @@ TEST(GemmAllScatter, TraceOfWorkgroupSpecialized) {
 
 TEST(GemmAllScatter, CanImplementRefusesWhatItCannotRun) {
   iris::Context& ctx = context();
-  iris::ops::GemmAllScatterArguments args;
-  args.m = 128;
-  args.n = 256;
-  args.k = 64;
-  void* local = nullptr;
-  ASSERT_EQ(cudaMalloc(&local, 1 << 20), cudaSuccess);
-  args.a = args.b = local;
-  args.c = local;  // not symmetric
+  const LocalMemory local;
+  // Every tensor in local memory: c is not symmetric.
+  auto args = local_gemm_arguments<iris::ops::GemmAllScatterArguments>(128, local);
   EXPECT_TRUE(refuses(iris::ops::GemmAllScatter::can_implement(ctx, args), "symmetric"));
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(128) * 256 * ctx.world_size()));
   args.c = c.data();
@@ -238,7 +233,6 @@ TEST(GemmAllScatter, CanImplementRefusesWhatItCannotRun) {
   args.team = {};
   args.k = 60;
   EXPECT_THROW(op.initialize(args), iris::Error);
-  cudaFree(local);
   ctx.barrier();
 }
 

@@ -148,6 +148,28 @@ Args gemm_arguments(const Problem& p, const void* a, const void* b, void* c, Pat
   return args;
 }
 
+/// 1 MiB of this rank's own device memory, outside the heap (so not symmetric); freed at the end
+/// of the scope.
+struct LocalMemory {
+  void* data = nullptr;
+  LocalMemory() { EXPECT_EQ(cudaMalloc(&data, 1 << 20), cudaSuccess); }
+  LocalMemory(const LocalMemory&) = delete;
+  LocalMemory& operator=(const LocalMemory&) = delete;
+  ~LocalMemory() { cudaFree(data); }
+};
+
+/// Where the GEMM ops' can_implement tests start: M x 256 x 64 with every tensor in `local`, so
+/// that the symmetric one is not (each test then sets it).
+template <class Args>
+Args local_gemm_arguments(int m, const LocalMemory& local) {
+  Args args;
+  args.m = m;
+  args.n = 256;
+  args.k = 64;
+  args.a = args.b = args.c = local.data;
+  return args;
+}
+
 /// can_implement takes `args`; `op` is initialized with them and runs a pattern of its own (the
 /// one asked, unless kAuto).
 template <class Op, class Args>

@@ -242,14 +242,9 @@ TEST(GemmAllReduce, CanImplementRefusesWhatItCannotRun) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
   using Op = iris::ops::GemmAllReduce;
-  iris::ops::GemmAllReduceArguments args;
-  args.m = 128 * world;
-  args.n = 256;
-  args.k = 64;
-  void* local = nullptr;
-  ASSERT_EQ(cudaMalloc(&local, 1 << 20), cudaSuccess);
-  args.a = args.b = local;
-  args.c = local;  // not symmetric
+  const LocalMemory local;
+  // Every tensor in local memory: c is not symmetric.
+  auto args = local_gemm_arguments<iris::ops::GemmAllReduceArguments>(128 * world, local);
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "symmetric"));
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(128) * world * 256));
   args.c = c.data();
@@ -286,7 +281,6 @@ TEST(GemmAllReduce, CanImplementRefusesWhatItCannotRun) {
   args.k = 60;
   EXPECT_THROW(op.initialize(args), iris::Error);
   EXPECT_THROW(op.run(), iris::Error);  // never initialized
-  cudaFree(local);
   ctx.barrier();
 }
 
