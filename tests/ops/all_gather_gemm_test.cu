@@ -212,7 +212,7 @@ TEST(AllGatherGemm, CanImplementRefusesWhatItCannotRun) {
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "symmetric"));
   auto shard = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(128) * 64));
   args.a = shard.data();
-  EXPECT_TRUE(Op::can_implement(ctx, args)) << Op::can_implement(ctx, args).message;
+  EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
   args.m = 128 * world + 1;  // rows do not split evenly
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "multiple of the team size"));
   args.m = 0;

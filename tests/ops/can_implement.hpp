@@ -1,5 +1,5 @@
 // Shared by the iris::ops tests of can_implement (host only, no CUDA needed): fake tensor
-// addresses, and the check that a Status refuses with a sentence naming the problem.
+// addresses, and the checks that a Status accepts, or refuses with a sentence naming the problem.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +16,12 @@ namespace ops_test {
 /// dereferences them.
 inline void* fake(std::uintptr_t address) {
   return reinterpret_cast<void*>(address);
+}
+
+/// `status` accepts (else the sentence it refused with is printed).
+inline testing::AssertionResult accepts(const iris::ops::Status& status) {
+  if (status) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << "refused with \"" << status.message << "\"";
 }
 
 /// `status` refuses, with a sentence that contains every one of `parts`.

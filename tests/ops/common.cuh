@@ -175,8 +175,7 @@ Args local_gemm_arguments(int m, const LocalMemory& local) {
 template <class Op, class Args>
 void initialize_checked(iris::Context& ctx, Op& op, const Args& args) {
   using Pattern = decltype(args.pattern);
-  const auto status = Op::can_implement(ctx, args);
-  ASSERT_TRUE(status) << status.message;
+  ASSERT_TRUE(accepts(Op::can_implement(ctx, args)));
   op.initialize(args);
   EXPECT_NE(op.pattern(), Pattern::kAuto);
   if (args.pattern != Pattern::kAuto) EXPECT_EQ(op.pattern(), args.pattern);
