@@ -1,7 +1,8 @@
-// Shared by the iris::ops multi-rank tests (with ops/can_implement.hpp): the operand data of the
-// GEMM ops (small integers, so that every product and sum is exact in bf16, or values whose sums
-// round), the element check of C against a host reference, run copies, graph replays, arrival
-// flags, trace counts and the teams smaller than the world. The Context is mp/common.cuh's.
+// Shared by the iris::ops multi-rank tests (with ops/can_implement.hpp): the GEMM ops' operand
+// data (small integers, so that every product and sum is exact in bf16, or values whose sums
+// round), their fills and arguments, the element check of C against a host reference, hashes
+// members compare, run copies, graph replays, arrival flags, trace counts, the norm ops' 16-bit
+// and fp8 helpers, and the teams smaller than the world. The Context is mp/common.cuh's.
 #pragma once
 
 #include <cuda_bf16.h>
