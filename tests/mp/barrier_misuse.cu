@@ -8,6 +8,7 @@
 #include <string>
 
 #include "iris/iris.hpp"
+#include "mp/timeout_report.cuh"
 
 namespace {
 
@@ -18,26 +19,16 @@ __global__ void arrive_twice(const __grid_constant__ iris::device::Context ctx,
 }
 
 TEST(BarrierMisuse, ASecondArriveBeforeTheWaitIsReported) {
-  iris::ContextOptions options;
-  options.heap_size = std::size_t{64} << 20;
-  options.debug_checks = true;
-  auto* ctx = new iris::Context(iris::Context::from_env(options));  // never destroyed: see above
-  static iris::Barriers bars = ctx->make_barriers(2);               // collective; kept
-  ctx->barrier();
-  if (ctx->rank() != 0) return;  // the others are done
-  arrive_twice<<<1, 64>>>(ctx->device(), bars.device());
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  try {
-    cudaDeviceSynchronize();
-    ctx->check_device_errors();
-    FAIL() << "the check did not fire";
-  } catch (const iris::Error& error) {
-    EXPECT_NE(error.code(), iris::Errc::kDeviceTimeout);
-    EXPECT_EQ(error.message(),
-              "rank 0: barrier arrive: a second arrive on channel 1 before the wait for its "
-              "arrival at epoch 1 (the channel completed epoch 0; on one channel a group "
-              "alternates arrive and wait) (block 0, thread 0)");
-  }
+  iris::Context& ctx = iris_test::debug_check_context();  // never destroyed: see above
+  static iris::Barriers bars = ctx.make_barriers(2);      // collective; kept
+  ctx.barrier();
+  if (ctx.rank() != 0) return;  // the others are done
+  const std::string message = iris_test::debug_check_message(
+      ctx, [&] { arrive_twice<<<1, 64>>>(ctx.device(), bars.device()); });
+  EXPECT_EQ(message,
+            "rank 0: barrier arrive: a second arrive on channel 1 before the wait for its "
+            "arrival at epoch 1 (the channel completed epoch 0; on one channel a group "
+            "alternates arrive and wait) (block 0, thread 0)");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "iris/iris.hpp"
+#include "mp/timeout_report.cuh"
 
 namespace {
 
@@ -17,27 +18,16 @@ __global__ void put_past_the_world(const __grid_constant__ iris::device::Context
 }
 
 TEST(DebugCheck, PutToARankOutsideTheWorldIsReported) {
-  iris::ContextOptions options;
-  options.heap_size = std::size_t{64} << 20;
-  options.debug_checks = true;
-  auto* ctx = new iris::Context(iris::Context::from_env(options));  // never destroyed: see above
-  auto* buffer = static_cast<int*>(ctx->allocate_bytes(200 * sizeof(int)));
-  ctx->barrier();
-  if (ctx->rank() != 0) return;  // the others are done
-  put_past_the_world<<<1, 32>>>(ctx->device(), buffer, buffer + 100);
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  try {
-    cudaDeviceSynchronize();
-    ctx->check_device_errors();
-    FAIL() << "the check did not fire";
-  } catch (const iris::Error& error) {
-    EXPECT_NE(error.code(), iris::Errc::kDeviceTimeout);
-    const std::string world = std::to_string(ctx->world_size());
-    EXPECT_THAT(error.message(),
-                testing::MatchesRegex("rank " + std::to_string(ctx->rank()) + ": put: rank " +
-                                      world + " is not in the world of " + world +
-                                      " ranks \\(block 0, thread [0-9]+\\)"));
-  }
+  iris::Context& ctx = iris_test::debug_check_context();  // never destroyed: see above
+  auto* buffer = static_cast<int*>(ctx.allocate_bytes(200 * sizeof(int)));
+  ctx.barrier();
+  if (ctx.rank() != 0) return;  // the others are done
+  const std::string message = iris_test::debug_check_message(
+      ctx, [&] { put_past_the_world<<<1, 32>>>(ctx.device(), buffer, buffer + 100); });
+  const std::string world = std::to_string(ctx.world_size());
+  EXPECT_THAT(message, testing::MatchesRegex("rank " + std::to_string(ctx.rank()) + ": put: rank " +
+                                             world + " is not in the world of " + world +
+                                             " ranks \\(block 0, thread [0-9]+\\)"));
 }
 
 }  // namespace

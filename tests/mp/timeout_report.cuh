@@ -1,5 +1,6 @@
-// Shared by the multi-rank tests of bounded waits: one rank runs a kernel that must time out, and
-// its host must throw iris::Error(kDeviceTimeout) with the report.
+// Shared by the multi-rank tests of bounded waits and of debug checks: one rank runs a kernel
+// that must time out (its host must throw iris::Error(kDeviceTimeout) with the report) or whose
+// debug check must fire (iris::Error of another code, with the check's report).
 //
 // The trap that ends the kernel also ends the process's CUDA context (and, under MPS, those of the
 // other ranks on the GPU), so only one rank traps, each such test is its own executable, and the
@@ -26,21 +27,49 @@ inline iris::Context& timeout_context() {
   return *ctx;
 }
 
-/// Calls `launch` (which starts the kernel that must time out) and returns the message of the
-/// iris::Error the host then gets; a missing or different error fails the test.
+/// The rank's Context with IRIS_DEBUG_CHECKS on (waits bounded as by default); never destroyed
+/// (see above).
+inline iris::Context& debug_check_context() {
+  static iris::Context* ctx = [] {
+    iris::ContextOptions options;
+    options.heap_size = std::size_t{64} << 20;
+    options.debug_checks = true;
+    return new iris::Context(iris::Context::from_env(options));
+  }();
+  return *ctx;
+}
+
+/// Calls `launch` (which starts the kernel that must trap) and returns the message of the
+/// iris::Error the host then gets: of code kDeviceTimeout when `timeout`, of another code else.
+/// A missing error (`missing` says what did not happen) or one of the wrong code fails the test.
 template <class Launch>
-std::string timeout_message(iris::Context& ctx, Launch&& launch) {
+std::string trap_message(iris::Context& ctx, Launch&& launch, bool timeout, const char* missing) {
   launch();
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   try {
     cudaDeviceSynchronize();
     ctx.check_device_errors();
-    ADD_FAILURE() << "the wait did not time out";
+    ADD_FAILURE() << missing;
   } catch (const iris::Error& error) {
-    EXPECT_EQ(error.code(), iris::Errc::kDeviceTimeout);
+    if (timeout)
+      EXPECT_EQ(error.code(), iris::Errc::kDeviceTimeout);
+    else
+      EXPECT_NE(error.code(), iris::Errc::kDeviceTimeout);
     return error.message();
   }
   return "";
+}
+
+/// The report of a kernel that must time out (see trap_message).
+template <class Launch>
+std::string timeout_message(iris::Context& ctx, Launch&& launch) {
+  return trap_message(ctx, launch, true, "the wait did not time out");
+}
+
+/// The report of a kernel whose debug check must fire (see trap_message).
+template <class Launch>
+std::string debug_check_message(iris::Context& ctx, Launch&& launch) {
+  return trap_message(ctx, launch, false, "the check did not fire");
 }
 
 }  // namespace iris_test

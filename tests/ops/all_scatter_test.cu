@@ -15,34 +15,15 @@
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_all_scatter.hpp"
 #include "iris/ops/trace.hpp"
-#include "mp/common.cuh"
+#include "ops/common.cuh"
 
 namespace {
 
 using iris::ops::AllScatterPattern;
-using iris_test::context;
+using namespace ops_test;
 
-// Values in {-1, 0, 1}: with K <= 256 every dot product is an integer of magnitude <= 256,
-// which bf16 represents exactly.
-__host__ __device__ int a_value(int i, int k) {
-  return (i * 7 + k * 3) % 3 - 1;
-}
-__host__ __device__ int b_value(int rank, int j, int k) {
-  return (j * 5 + k + rank * 11) % 3 - 1;
-}
-
-__global__ void fill_a(__nv_bfloat16* a, int m, int k) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * k; i += gridDim.x * blockDim.x)
-    a[i] = __int2bfloat16_rn(a_value(i / k, i % k));
-}
-__global__ void fill_b(__nv_bfloat16* b, int n, int k, int rank) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n * k; i += gridDim.x * blockDim.x)
-    b[i] = __int2bfloat16_rn(b_value(rank, i / k, i % k));
-}
-
-struct Problem {
-  int m, n, k;
-};
+// A is the same on every rank (the data of "rank" 0), B is each rank's own; with K <= 256 every
+// dot product is an integer of magnitude <= 256, which bf16 represents exactly.
 
 /// C[i][q * n + j] = sum_k A[i][k] * B_q[j][k].
 std::vector<float> reference(const Problem& p, int world) {
@@ -53,7 +34,7 @@ std::vector<float> reference(const Problem& p, int world) {
       for (int k = 0; k < p.k; ++k) b[std::size_t(j) * p.k + k] = b_value(q, j, k);
     for (int i = 0; i < p.m; ++i) {
       int a[256];
-      for (int k = 0; k < p.k; ++k) a[k] = a_value(i, k);
+      for (int k = 0; k < p.k; ++k) a[k] = a_value(0, i, k);
       for (int j = 0; j < p.n; ++j) {
         int sum = 0;
         const int* row = &b[std::size_t(j) * p.k];
@@ -65,18 +46,6 @@ std::vector<float> reference(const Problem& p, int world) {
   return c;
 }
 
-void expect_c(iris::Context& ctx, const iris::Buffer<__nv_bfloat16>& c,
-              const std::vector<float>& want, const char* when) {
-  const auto got = c.to_host();
-  std::size_t wrong = 0, first = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (__bfloat162float(got[i]) != want[i] && wrong++ == 0) first = i;
-  }
-  EXPECT_EQ(wrong, 0u) << "rank " << ctx.rank() << ", " << when << ": " << wrong
-                       << " wrong elements; first at " << first << ": "
-                       << __bfloat162float(got[first]) << " instead of " << want[first];
-}
-
 /// `gemm_sms`, `comm_blocks`: the SM split of producer-consumer and workgroup-specialized (0:
 /// the op's choice).
 void run_pattern(AllScatterPattern pattern, const Problem& p, int gemm_sms = 0,
@@ -86,26 +55,14 @@ void run_pattern(AllScatterPattern pattern, const Problem& p, int gemm_sms = 0,
   SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m) +
                ", N per rank = " + std::to_string(p.n) + ", K = " + std::to_string(p.k) +
                ", split " + std::to_string(gemm_sms) + " + " + std::to_string(comm_blocks));
-  __nv_bfloat16 *a = nullptr, *b = nullptr;
-  ASSERT_EQ(cudaMalloc(&a, sizeof(__nv_bfloat16) * p.m * p.k), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&b, sizeof(__nv_bfloat16) * p.n * p.k), cudaSuccess);
-  fill_a<<<128, 256>>>(a, p.m, p.k);
-  fill_b<<<128, 256>>>(b, p.n, p.k, ctx.rank());
+  const Operands x(p, 0, ctx.rank(), false);  // A of "rank" 0 everywhere
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n * world));
   const std::vector<float> want = reference(p, world);
 
-  iris::ops::GemmAllScatterArguments args;
-  args.m = p.m;
-  args.n = p.n;
-  args.k = p.k;
-  args.a = a;
-  args.b = b;
-  args.c = c.data();
-  args.pattern = pattern;
+  auto args = gemm_arguments<iris::ops::GemmAllScatterArguments>(p, x.a, x.b, c.data(), pattern);
   args.gemm_sms = gemm_sms;
   args.comm_blocks = comm_blocks;
-  const auto status = iris::ops::GemmAllScatter::can_implement(ctx, args);
-  ASSERT_TRUE(status) << status.message;
+  ASSERT_TRUE(accepts(iris::ops::GemmAllScatter::can_implement(ctx, args)));
   iris::ops::GemmAllScatter op(ctx);
   op.initialize(args);
   EXPECT_NE(op.pattern(), AllScatterPattern::kAuto);
@@ -119,33 +76,15 @@ void run_pattern(AllScatterPattern pattern, const Problem& p, int gemm_sms = 0,
   expect_c(ctx, c, want, "after direct runs");
 
   // Clear C everywhere, then only graph replays fill it again.
-  ctx.barrier();
-  ASSERT_EQ(cudaMemset(c.data(), 0, c.bytes()), cudaSuccess);
-  ctx.barrier();
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  op.run(stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int r = 0; r < kReplays; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ctx.check_device_errors();
+  ASSERT_NO_FATAL_FAILURE(clear_everywhere(ctx, c.data(), c.bytes()));
+  ASSERT_NO_FATAL_FAILURE(replay_graph(ctx, stream, kReplays, [&](cudaStream_t s) { op.run(s); }));
   expect_c(ctx, c, want, "after graph replays");
 
   // Every tile of every member arrived once per run.
-  std::vector<std::uint64_t> flags(std::size_t(world) * op.tiles_per_block());
-  ASSERT_EQ(cudaMemcpy(flags.data(), op.tile_flags(), flags.size() * sizeof(std::uint64_t),
-                       cudaMemcpyDeviceToHost),
-            cudaSuccess);
-  EXPECT_THAT(flags, testing::Each(std::uint64_t{kRuns + kReplays}));
+  expect_flags(op.tile_flags(), std::size_t(world) * op.tiles_per_block(), kRuns + kReplays);
 
   ctx.barrier();
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
-  cudaFree(a);
-  cudaFree(b);
 }
 
 const Problem kRagged{300, 264, 136};  // ragged tiles in M and N, K not a multiple of 64
@@ -195,21 +134,10 @@ void expect_trace(AllScatterPattern pattern) {
   iris::Context& ctx = context();
   const Problem p{512, 512, 128};
   const int world = ctx.world_size();
-  __nv_bfloat16 *a = nullptr, *b = nullptr;
-  ASSERT_EQ(cudaMalloc(&a, sizeof(__nv_bfloat16) * p.m * p.k), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&b, sizeof(__nv_bfloat16) * p.n * p.k), cudaSuccess);
-  fill_a<<<128, 256>>>(a, p.m, p.k);
-  fill_b<<<128, 256>>>(b, p.n, p.k, ctx.rank());
+  const Operands x(p, 0, ctx.rank(), false);  // A of "rank" 0 everywhere
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n * world));
   iris::ops::Tracer tracer;
-  iris::ops::GemmAllScatterArguments args;
-  args.m = p.m;
-  args.n = p.n;
-  args.k = p.k;
-  args.a = a;
-  args.b = b;
-  args.c = c.data();
-  args.pattern = pattern;
+  auto args = gemm_arguments<iris::ops::GemmAllScatterArguments>(p, x.a, x.b, c.data(), pattern);
   args.trace = &tracer;
   iris::ops::GemmAllScatter op(ctx);
   op.initialize(args);
@@ -260,8 +188,6 @@ void expect_trace(AllScatterPattern pattern) {
     EXPECT_NE(text.find("], \"displayTimeUnit\""), std::string::npos) << "truncated trace";
   }
   ctx.barrier();
-  cudaFree(a);
-  cudaFree(b);
 }
 
 TEST(GemmAllScatter, TraceOfFusedSequential) {
@@ -278,45 +204,34 @@ TEST(GemmAllScatter, TraceOfWorkgroupSpecialized) {
 
 TEST(GemmAllScatter, CanImplementRefusesWhatItCannotRun) {
   iris::Context& ctx = context();
-  iris::ops::GemmAllScatterArguments args;
-  args.m = 128;
-  args.n = 256;
-  args.k = 64;
-  void* local = nullptr;
-  ASSERT_EQ(cudaMalloc(&local, 1 << 20), cudaSuccess);
-  args.a = args.b = local;
-  args.c = local;  // not symmetric
-  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
-              testing::HasSubstr("symmetric"));
+  const LocalMemory local;
+  // Every tensor in local memory: c is not symmetric.
+  auto args = local_gemm_arguments<iris::ops::GemmAllScatterArguments>(128, local);
+  EXPECT_TRUE(refuses(iris::ops::GemmAllScatter::can_implement(ctx, args), "symmetric"));
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(128) * 256 * ctx.world_size()));
   args.c = c.data();
-  EXPECT_TRUE(iris::ops::GemmAllScatter::can_implement(ctx, args));
+  EXPECT_TRUE(accepts(iris::ops::GemmAllScatter::can_implement(ctx, args)));
   args.k = 60;
-  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
-              testing::HasSubstr("K = 60"));
+  EXPECT_TRUE(refuses(iris::ops::GemmAllScatter::can_implement(ctx, args), "K = 60"));
   args.k = 64;
   args.m = 1 << 20;  // C (and the heap) too small for this M
-  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
-              testing::HasSubstr("inside the symmetric heap"));
+  EXPECT_TRUE(
+      refuses(iris::ops::GemmAllScatter::can_implement(ctx, args), "inside the symmetric heap"));
   args.m = 128;
   args.pattern = AllScatterPattern::kWorkgroupSpecialized;
   args.gemm_sms = 1;
-  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
-              testing::HasSubstr("gemm_sms = 1"));
+  EXPECT_TRUE(refuses(iris::ops::GemmAllScatter::can_implement(ctx, args), "gemm_sms = 1"));
   args.gemm_sms = 0;
   args.comm_blocks = -2;
-  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
-              testing::HasSubstr("comm_blocks"));
+  EXPECT_TRUE(refuses(iris::ops::GemmAllScatter::can_implement(ctx, args), "comm_blocks"));
   args.comm_blocks = 0;
   args.pattern = AllScatterPattern::kAuto;
   args.team = iris::team{ctx.rank() == 0 ? 1 : 0, 1, 1};  // a team without this rank
-  EXPECT_THAT(iris::ops::GemmAllScatter::can_implement(ctx, args).message,
-              testing::HasSubstr("not a member"));
+  EXPECT_TRUE(refuses(iris::ops::GemmAllScatter::can_implement(ctx, args), "not a member"));
   iris::ops::GemmAllScatter op(ctx);
   args.team = {};
   args.k = 60;
   EXPECT_THROW(op.initialize(args), iris::Error);
-  cudaFree(local);
   ctx.barrier();
 }
 

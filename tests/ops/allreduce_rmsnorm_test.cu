@@ -28,7 +28,7 @@
 
 #include "iris/iris.hpp"
 #include "iris/ops/allreduce_rmsnorm.hpp"
-#include "mp/common.cuh"
+#include "ops/common.cuh"
 
 namespace {
 
@@ -37,29 +37,11 @@ using iris::ops::AllReduceRmsNorm;
 using iris::ops::AllReduceRmsNormArguments;
 using iris::ops::DType;
 using iris::ops::NormOutput;
-using iris_test::context;
+using namespace ops_test;
 
-float to_float(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-float to_float(__half v) {
-  return __half2float(v);
-}
-template <class T>
-T from_float(float v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16_rn(v);
-  else
-    return __float2half_rn(v);
-}
 template <class T>
 constexpr DType dtype() {
   return std::is_same_v<T, __nv_bfloat16> ? DType::kBF16 : DType::kF16;
-}
-/// Relative spacing of the type's values near 1 (one ulp): 2^-7 for bf16, 2^-10 for fp16.
-template <class T>
-constexpr double ulp() {
-  return std::is_same_v<T, __nv_bfloat16> ? 1.0 / 128 : 1.0 / 1024;
 }
 
 /// Reproducible values in [low, high), depending only on (seed, i).
@@ -76,13 +58,6 @@ std::vector<T> values(std::size_t n, std::uint64_t seed, double low, double high
   std::vector<T> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = from_float<T>(uniform(seed, i, low, high));
   return v;
-}
-
-std::uint64_t hash_bytes(const void* data, std::size_t bytes) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
 }
 
 /// The inputs of one team: x of every member (the seed names the team and the phase), the
@@ -143,12 +118,6 @@ Want reference(const Inputs<T>& in, int tokens, int hidden, double eps) {
   return w;
 }
 
-/// The e4m3 code as a signed step count from zero (+0 and -0 are both 0): adjacent values differ
-/// by one.
-int fp8_order(std::uint8_t code) {
-  const int magnitude = code & 0x7F;
-  return (code & 0x80) ? -magnitude : magnitude;
-}
 double fp8_value(std::uint8_t code) {
   __nv_fp8_e4m3 v;
   v.__x = code;
@@ -212,29 +181,6 @@ void expect_close(const std::vector<T>& got_out, const std::vector<T>& got_y, co
   if (check_y)
     EXPECT_EQ(wrong_y, 0u) << when << ": " << wrong_y << " wrong y elements; first at " << first_y
                            << ": " << to_float(got_y[first_y]) << " instead of " << want.y[first_y];
-}
-
-/// This rank's hash next to every world rank's, so members can compare theirs.
-std::vector<std::uint64_t> all_hashes(iris::Context& ctx, std::uint64_t mine) {
-  std::vector<std::uint64_t> all(ctx.world_size());
-  ctx.bootstrap().allgather(&mine, all.data(), sizeof(mine));
-  return all;
-}
-
-void expect_same_as_team(iris::Context& ctx, const iris::team& team, std::uint64_t mine,
-                         const std::string& when) {
-  const auto all = all_hashes(ctx, mine);
-  for (int m = 0; m < team.size; ++m)
-    EXPECT_EQ(all[team.world_rank(m)], mine)
-        << when << ": rank " << ctx.rank() << "'s results differ from member " << m << " (rank "
-        << team.world_rank(m) << ")";
-}
-
-/// Spins for about `ns` nanoseconds: makes one rank late.
-__global__ void delay(unsigned ns) {
-  const long long start = clock64();
-  while (clock64() - start < static_cast<long long>(ns) * 2) {
-  }
 }
 
 struct Case {
@@ -316,8 +262,7 @@ void run_case(const Case& c) {
     }
     return args;
   };
-  const auto status = AllReduceRmsNorm::can_implement(ctx, args_for(0));
-  ASSERT_TRUE(status) << status.message;
+  ASSERT_TRUE(accepts(AllReduceRmsNorm::can_implement(ctx, args_for(0))));
   EXPECT_EQ(AllReduceRmsNorm::workspace_size(args_for(0)), 0u);
   // One op per phase (their arguments differ in residual and gamma), made in the same order on
   // every rank.
@@ -372,8 +317,7 @@ void run_case(const Case& c) {
     cudaMemcpy(got_y.data(), ys[r], y_bytes, cudaMemcpyDeviceToHost);
     const std::string when = "run " + std::to_string(r);
     check(got_out, got_y, ph, when);
-    const std::uint64_t h =
-        hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), y_bytes) * 31);
+    const std::uint64_t h = hash_results(got_out.data(), bytes, got_y.data(), y_bytes);
     if (r < kPhases)
       hashes[ph] = h;
     else
@@ -389,32 +333,22 @@ void run_case(const Case& c) {
   ASSERT_EQ(cudaMemset(out, 0, bytes), cudaSuccess);
   ASSERT_EQ(cudaMemset(y, 0, y_bytes), cudaSuccess);
   ctx.barrier();
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  if (c.in_place)
-    cudaMemcpyAsync(op_residual, residual + n, bytes, cudaMemcpyDeviceToDevice, stream);
-  ops[1].run(stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   constexpr int kReplays = 25;
-  for (int r = 0; r < kReplays; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ctx.check_device_errors();
+  ASSERT_NO_FATAL_FAILURE(replay_graph(ctx, stream, kReplays, [&](cudaStream_t s) {
+    if (c.in_place) cudaMemcpyAsync(op_residual, residual + n, bytes, cudaMemcpyDeviceToDevice, s);
+    ops[1].run(s);
+  }));
   {
     std::vector<T> got_out(n);
     std::vector<std::uint8_t> got_y(y_bytes);
     cudaMemcpy(got_out.data(), out, bytes, cudaMemcpyDeviceToHost);
     cudaMemcpy(got_y.data(), y, y_bytes, cudaMemcpyDeviceToHost);
     check(got_out, got_y, 1, "after graph replays");
-    const std::uint64_t h =
-        hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), y_bytes) * 31);
+    const std::uint64_t h = hash_results(got_out.data(), bytes, got_y.data(), y_bytes);
     EXPECT_EQ(h, hashes[1]) << "graph replays differ in their bits from the direct runs";
   }
 
   ctx.barrier();
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
   for (int r = 0; r < kRuns; ++r) {
     cudaFree(outs[r]);
@@ -474,7 +408,7 @@ TEST(AllReduceRmsNorm, Teams) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
   if (world < 4) GTEST_SKIP() << "teams smaller than the world need 4 ranks or more";
-  const iris::team pair{2 * (ctx.rank() / 2), 2, 1};
+  const iris::team pair = pair_of_neighbours(ctx);
   run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kFused, false, pair});
   run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kBulkSynchronous, false, pair});
   const iris::team parity{ctx.rank() % 2, world / 2, 2};
@@ -499,24 +433,17 @@ TEST(AllReduceRmsNorm, RefusesWhatPeersCannotRead) {
   args.gamma = local;
   args.residual_out = out;
   args.y = y;
-  EXPECT_TRUE(AllReduceRmsNorm::can_implement(ctx, args))
-      << AllReduceRmsNorm::can_implement(ctx, args).message;
+  EXPECT_TRUE(accepts(AllReduceRmsNorm::can_implement(ctx, args)));
   auto bad = args;
   bad.x = local;
-  auto status = AllReduceRmsNorm::can_implement(ctx, bad);
-  EXPECT_FALSE(status);
-  EXPECT_NE(status.message.find("symmetric"), std::string::npos) << status.message;
+  EXPECT_TRUE(refuses(AllReduceRmsNorm::can_implement(ctx, bad), "symmetric"));
   AllReduceRmsNorm op(ctx);
   EXPECT_THROW(op.initialize(bad), iris::Error);  // refused before any collective step
   bad = args;
   bad.team = iris::team{(ctx.rank() + 1) % ctx.world_size(), 1, 1};
-  status = AllReduceRmsNorm::can_implement(ctx, bad);
-  EXPECT_FALSE(status);
-  EXPECT_NE(status.message.find("not a member"), std::string::npos) << status.message;
+  EXPECT_TRUE(refuses(AllReduceRmsNorm::can_implement(ctx, bad), "not a member"));
   bad.team = iris::team{0, ctx.world_size() + 1, 1};
-  status = AllReduceRmsNorm::can_implement(ctx, bad);
-  EXPECT_FALSE(status);
-  EXPECT_NE(status.message.find("does not fit"), std::string::npos) << status.message;
+  EXPECT_TRUE(refuses(AllReduceRmsNorm::can_implement(ctx, bad), "does not fit"));
   EXPECT_THROW(op.run(), iris::Error);  // never initialized
   cudaFree(local);
   cudaFree(out);

@@ -23,7 +23,7 @@
 
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_allreduce_rmsnorm.hpp"
-#include "mp/common.cuh"
+#include "ops/common.cuh"
 
 namespace {
 
@@ -32,7 +32,16 @@ using iris::ops::DType;
 using iris::ops::GemmAllReduceRmsNorm;
 using iris::ops::GemmAllReduceRmsNormArguments;
 using iris::ops::NormOutput;
-using iris_test::context;
+using ops_test::accepts;
+using ops_test::context;
+using ops_test::delay;
+using ops_test::expect_same_as_team;
+using ops_test::fp8_order;
+using ops_test::from_float;
+using ops_test::hash_results;
+using ops_test::refuses;
+using ops_test::to_float;
+using ops_test::ulp;
 
 constexpr int kTeamK = 128;  // K_r * members: |partial sums| <= 128
 constexpr float kEps = 1e-5f;
@@ -53,39 +62,14 @@ __host__ __device__ float gamma_value(int j) {
 }
 
 template <class T>
-__host__ __device__ T make(float v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16_rn(v);
-  else
-    return __float2half_rn(v);
-}
-template <class T>
-float value_of(T v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __bfloat162float(v);
-  else
-    return __half2float(v);
-}
-template <class T>
-constexpr double ulp() {
-  return std::is_same_v<T, __nv_bfloat16> ? 1.0 / 128 : 1.0 / 1024;
-}
-
-template <class T>
 __global__ void fill(T* a, T* b, T* residual, T* gamma, int m, int n, int k, int rank, int seed) {
   const long total = static_cast<long>(m > n ? m : n) * (k > n ? k : n);
   for (long x = blockIdx.x * long{blockDim.x} + threadIdx.x; x < total;
        x += long{gridDim.x} * blockDim.x) {
-    if (x < long{m} * k) a[x] = make<T>(a_value(rank, x / k, x % k, seed));
-    if (x < long{n} * k) b[x] = make<T>(b_value(rank, x / k, x % k, seed));
-    if (x < long{m} * n) residual[x] = make<T>(residual_value(x / n, x % n, seed));
-    if (x < n) gamma[x] = make<T>(gamma_value(x));
-  }
-}
-
-__global__ void delay(unsigned ns) {
-  const long long start = clock64();
-  while (clock64() - start < static_cast<long long>(ns) * 2) {
+    if (x < long{m} * k) a[x] = from_float<T>(a_value(rank, x / k, x % k, seed));
+    if (x < long{n} * k) b[x] = from_float<T>(b_value(rank, x / k, x % k, seed));
+    if (x < long{m} * n) residual[x] = from_float<T>(residual_value(x / n, x % n, seed));
+    if (x < n) gamma[x] = from_float<T>(gamma_value(x));
   }
 }
 
@@ -112,11 +96,6 @@ std::vector<double> reference_out(const Case& c, int k, const iris::team& team, 
   return out;
 }
 
-int fp8_order(std::uint8_t code) {
-  const int magnitude = code & 0x7F;
-  return (code & 0x80) ? -magnitude : magnitude;
-}
-
 template <class T>
 void expect_results(const Case& c, const std::vector<double>& want_out, const std::vector<T>& out,
                     const std::vector<std::uint8_t>& y_bytes, const std::string& when) {
@@ -130,7 +109,7 @@ void expect_results(const Case& c, const std::vector<double>& want_out, const st
     const double rms = 1.0 / std::sqrt(squares / c.n + kEps);
     for (int j = 0; j < c.n; ++j) {
       const std::size_t e = std::size_t(i) * c.n + j;
-      if (value_of(out[e]) != want_out[e] && wrong_out++ == 0) first_out = e;
+      if (to_float(out[e]) != want_out[e] && wrong_out++ == 0) first_out = e;
       const double y = want_out[e] * rms * gamma_value(j);
       if (c.fp8) {
         const std::uint8_t want = __nv_cvt_double_to_fp8(y / kFp8Scale, __NV_SATFINITE, __NV_E4M3);
@@ -141,32 +120,16 @@ void expect_results(const Case& c, const std::vector<double>& want_out, const st
         T got;
         std::memcpy(&got, y_bytes.data() + e * sizeof(T), sizeof(T));
         const double tol = 2 * ulp<T>() * std::abs(y) + ulp<T>() / 64;
-        if (!(std::abs(value_of(got) - y) <= tol) && wrong_y++ == 0) first_y = e;
+        if (!(std::abs(to_float(got) - y) <= tol) && wrong_y++ == 0) first_y = e;
       }
     }
   }
   EXPECT_EQ(wrong_out, 0u) << when << ": " << wrong_out << " wrong residual_out elements; first at "
-                           << first_out << ": " << value_of(out[first_out]) << " instead of "
+                           << first_out << ": " << to_float(out[first_out]) << " instead of "
                            << want_out[first_out];
   EXPECT_EQ(wrong_y, 0u) << when << ": " << wrong_y << " wrong y elements; first at " << first_y
                          << (c.fp8 ? " (fp8 code more than one step away)" : "");
   EXPECT_LE(adjacent, out.size() / 100) << when << ": fp8 codes one step from the reference";
-}
-
-std::uint64_t hash_bytes(const void* data, std::size_t bytes) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-void expect_same_as_team(iris::Context& ctx, const iris::team& team, std::uint64_t mine,
-                         const std::string& when) {
-  std::vector<std::uint64_t> all(ctx.world_size());
-  ctx.bootstrap().allgather(&mine, all.data(), sizeof(mine));
-  for (int q = 0; q < team.size; ++q)
-    EXPECT_EQ(all[team.world_rank(q)], mine)
-        << when << ": rank " << ctx.rank() << "'s results differ from member " << q << "'s";
 }
 
 /// Runs the case; returns the hash of the last direct run's residual_out and y (seed 3).
@@ -212,8 +175,7 @@ std::uint64_t run_case(const Case& c) {
   }
   args.pattern = c.pattern;
   args.team = c.team;
-  const auto status = GemmAllReduceRmsNorm::can_implement(ctx, args);
-  EXPECT_TRUE(status) << status.message;
+  EXPECT_TRUE(accepts(GemmAllReduceRmsNorm::can_implement(ctx, args)));
   EXPECT_EQ(GemmAllReduceRmsNorm::workspace_size(args), 0u);
   GemmAllReduceRmsNorm op(ctx);
   op.initialize(args, nullptr, stream);
@@ -241,37 +203,29 @@ std::uint64_t run_case(const Case& c) {
     fetch(got_out, got_y);
     expect_results<T>(c, reference_out(c, k, team, seed), got_out, got_y,
                       "run with seed " + std::to_string(seed));
-    last = hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), y_size) * 31);
+    last = hash_results(got_out.data(), bytes, got_y.data(), y_size);
     expect_same_as_team(ctx, team, last, "seed " + std::to_string(seed));
   }
 
   // A graph of one run (seed 3's operands, and in place the residual refill), replayed into
   // cleared outputs: the same bits as the direct run.
   ctx.barrier();
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  if (c.in_place)
-    fill<T><<<128, 256, 0, stream>>>(a, b, residual, gamma, c.m, c.n, k, ctx.rank(), kRuns - 1);
-  op.run(stream);
-  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   if (!c.in_place) EXPECT_EQ(cudaMemset(out, 0, bytes), cudaSuccess);
   EXPECT_EQ(cudaMemset(y, 0, y_size), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  for (int r = 0; r < 10; ++r) EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ctx.check_device_errors();
+  ops_test::replay_graph(ctx, stream, 10, [&](cudaStream_t s) {
+    if (c.in_place)
+      fill<T><<<128, 256, 0, s>>>(a, b, residual, gamma, c.m, c.n, k, ctx.rank(), kRuns - 1);
+    op.run(s);
+  });
   {
     std::vector<T> got_out;
     std::vector<std::uint8_t> got_y;
     fetch(got_out, got_y);
-    EXPECT_EQ(hash_bytes(got_out.data(), bytes) ^ (hash_bytes(got_y.data(), y_size) * 31), last)
+    EXPECT_EQ(hash_results(got_out.data(), bytes, got_y.data(), y_size), last)
         << "graph replays differ in their bits from the direct run";
   }
   ctx.barrier();
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
   for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(residual),
                   static_cast<void*>(gamma), static_cast<void*>(out), y})
@@ -307,7 +261,7 @@ TEST(GemmAllReduceRmsNorm, Fp8Output) {
 TEST(GemmAllReduceRmsNorm, Pairs) {
   iris::Context& ctx = context();
   if (ctx.world_size() < 4) GTEST_SKIP() << "teams smaller than the world need 4 ranks or more";
-  const iris::team pair{2 * (ctx.rank() / 2), 2, 1};
+  const iris::team pair = ops_test::pair_of_neighbours(ctx);
   run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kFused, false, false, pair});
   run_case<__nv_bfloat16>({8, 4096, AllReduceNormPattern::kBulkSynchronous, true, false, pair});
 }
@@ -332,31 +286,26 @@ TEST(GemmAllReduceRmsNorm, RefusesBadArguments) {
   args.gamma = base + (3 << 20);
   args.residual_out = base + (4 << 20);
   args.y = base + (5 << 20);
-  EXPECT_TRUE(GemmAllReduceRmsNorm::can_implement(ctx, args))
-      << GemmAllReduceRmsNorm::can_implement(ctx, args).message;
+  EXPECT_TRUE(accepts(GemmAllReduceRmsNorm::can_implement(ctx, args)));
   auto bad = args;
   bad.k = 100;
-  auto status = GemmAllReduceRmsNorm::can_implement(bad);
-  EXPECT_FALSE(status);
-  EXPECT_THAT(status.message, testing::HasSubstr("GEMM"));
+  EXPECT_TRUE(refuses(GemmAllReduceRmsNorm::can_implement(bad), "GEMM"));
   bad = args;
   bad.n = 1001;
-  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(bad).message, testing::HasSubstr("1001"));
+  EXPECT_TRUE(refuses(GemmAllReduceRmsNorm::can_implement(bad), "1001"));
   bad = args;
   bad.type = DType::kF32;
-  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(bad).message, testing::HasSubstr("bf16 or fp16"));
+  EXPECT_TRUE(refuses(GemmAllReduceRmsNorm::can_implement(bad), "bf16 or fp16"));
   bad = args;
   bad.y = base + (4 << 20);
-  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(bad).message,
-              testing::HasSubstr("y must not overlap residual_out"));
+  EXPECT_TRUE(refuses(GemmAllReduceRmsNorm::can_implement(bad), "y must not overlap residual_out"));
   bad = args;
   bad.y_type = NormOutput::kFp8E4M3;
   bad.y_scale = 0.f;
-  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(bad).message, testing::HasSubstr("y_scale"));
+  EXPECT_TRUE(refuses(GemmAllReduceRmsNorm::can_implement(bad), "y_scale"));
   bad = args;
   bad.team = iris::team{(ctx.rank() + 1) % ctx.world_size(), 1, 1};
-  EXPECT_THAT(GemmAllReduceRmsNorm::can_implement(ctx, bad).message,
-              testing::HasSubstr("not a member"));
+  EXPECT_TRUE(refuses(GemmAllReduceRmsNorm::can_implement(ctx, bad), "not a member"));
   GemmAllReduceRmsNorm op(ctx);
   EXPECT_THROW(op.run(), iris::Error);  // never initialized
   bad = args;

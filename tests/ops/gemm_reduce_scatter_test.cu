@@ -16,47 +16,14 @@
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_reduce_scatter.hpp"
 #include "iris/ops/trace.hpp"
-#include "mp/common.cuh"
+#include "ops/common.cuh"
 
 namespace {
 
 using iris::ops::ReduceScatterPattern;
-using iris_test::context;
+using namespace ops_test;
 
-// Values in {-1, 0, 1}: with K_r * ranks <= 256 every partial and every sum is an integer of
-// magnitude <= 256, which bf16 represents exactly.
-__host__ __device__ int a_value(int rank, int i, int k) {
-  return (i * 7 + k * 3 + rank * 5) % 3 - 1;
-}
-__host__ __device__ int b_value(int rank, int j, int k) {
-  return (j * 5 + k + rank * 11) % 3 - 1;
-}
-// Values whose products and sums round in bf16 (multiples of 1/8 up to 1).
-__host__ __device__ float a_rounding(int rank, int i, int k) {
-  return static_cast<float>((i * 13 + k * 7 + rank * 3) % 17 - 8) / 8.0f;
-}
-__host__ __device__ float b_rounding(int rank, int j, int k) {
-  return static_cast<float>((j * 11 + k * 5 + rank * 7) % 15 - 7) / 8.0f;
-}
-
-__global__ void fill(__nv_bfloat16* a, __nv_bfloat16* b, int m, int n, int k, int rank,
-                     bool rounding) {
-  for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < m * k || x < n * k;
-       x += gridDim.x * blockDim.x) {
-    if (x < m * k)
-      a[x] = rounding ? __float2bfloat16_rn(a_rounding(rank, x / k, x % k))
-                      : __int2bfloat16_rn(a_value(rank, x / k, x % k));
-    if (x < n * k)
-      b[x] = rounding ? __float2bfloat16_rn(b_rounding(rank, x / k, x % k))
-                      : __int2bfloat16_rn(b_value(rank, x / k, x % k));
-  }
-}
-
-struct Problem {
-  int m, n, k;  // k: per rank
-};
-
-/// This rank's rows of C = sum over ranks q of A_q * B_q^T.
+/// This rank's rows of C = sum over ranks q of A_q * B_q^T (K: per rank).
 std::vector<float> reference(const Problem& p, int world, int rank) {
   const int rows = p.m / world;
   std::vector<float> c(std::size_t(rows) * p.n, 0.0f);
@@ -70,44 +37,9 @@ std::vector<float> reference(const Problem& p, int world, int rank) {
   return c;
 }
 
-void expect_c(iris::Context& ctx, const iris::Buffer<__nv_bfloat16>& c,
-              const std::vector<float>& want, const char* when) {
-  const auto got = c.to_host();
-  ASSERT_EQ(got.size(), want.size());
-  std::size_t wrong = 0, first = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (__bfloat162float(got[i]) != want[i] && wrong++ == 0) first = i;
-  }
-  EXPECT_EQ(wrong, 0u) << "rank " << ctx.rank() << ", " << when << ": " << wrong
-                       << " wrong elements; first at " << first << ": "
-                       << __bfloat162float(got[first]) << " instead of " << want[first];
-}
-
-struct Operands {
-  __nv_bfloat16 *a = nullptr, *b = nullptr;
-  Operands(const Problem& p, int rank, bool rounding) {
-    EXPECT_EQ(cudaMalloc(&a, sizeof(__nv_bfloat16) * p.m * p.k), cudaSuccess);
-    EXPECT_EQ(cudaMalloc(&b, sizeof(__nv_bfloat16) * p.n * p.k), cudaSuccess);
-    fill<<<128, 256>>>(a, b, p.m, p.n, p.k, rank, rounding);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-  ~Operands() {
-    cudaFree(a);
-    cudaFree(b);
-  }
-};
-
 iris::ops::GemmReduceScatterArguments arguments(const Problem& p, const Operands& x, void* c,
                                                 ReduceScatterPattern pattern) {
-  iris::ops::GemmReduceScatterArguments args;
-  args.m = p.m;
-  args.n = p.n;
-  args.k = p.k;
-  args.a = x.a;
-  args.b = x.b;
-  args.c = c;
-  args.pattern = pattern;
-  return args;
+  return gemm_arguments<iris::ops::GemmReduceScatterArguments>(p, x.a, x.b, c, pattern);
 }
 
 void run_pattern(ReduceScatterPattern pattern, const Problem& p) {
@@ -119,13 +51,8 @@ void run_pattern(ReduceScatterPattern pattern, const Problem& p) {
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m / world) * p.n));
   const std::vector<float> want = reference(p, world, ctx.rank());
 
-  const auto args = arguments(p, x, c.data(), pattern);
-  const auto status = iris::ops::GemmReduceScatter::can_implement(ctx, args);
-  ASSERT_TRUE(status) << status.message;
   iris::ops::GemmReduceScatter op(ctx);
-  op.initialize(args);
-  EXPECT_NE(op.pattern(), ReduceScatterPattern::kAuto);
-  if (pattern != ReduceScatterPattern::kAuto) EXPECT_EQ(op.pattern(), pattern);
+  ASSERT_NO_FATAL_FAILURE(initialize_checked(ctx, op, arguments(p, x, c.data(), pattern)));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
 
@@ -136,42 +63,21 @@ void run_pattern(ReduceScatterPattern pattern, const Problem& p) {
   expect_c(ctx, c, want, "after direct runs");
 
   // Clear C everywhere, then only graph replays fill it again.
-  ctx.barrier();
-  ASSERT_EQ(cudaMemset(c.data(), 0, c.bytes()), cudaSuccess);
-  ctx.barrier();
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  op.run(stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int r = 0; r < kReplays; ++r) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ctx.check_device_errors();
+  ASSERT_NO_FATAL_FAILURE(clear_everywhere(ctx, c.data(), c.bytes()));
+  ASSERT_NO_FATAL_FAILURE(replay_graph(ctx, stream, kReplays, [&](cudaStream_t s) { op.run(s); }));
   expect_c(ctx, c, want, "after graph replays");
 
   if (op.pattern() == ReduceScatterPattern::kFusedSequential) {
     // Every member sent each tile of this rank's rows once per run.
     EXPECT_EQ(op.tiles_per_block(),
               (p.m / world / op.tile_m()) * ((p.n + op.tile_n() - 1) / op.tile_n()));
-    std::vector<std::uint64_t> flags(std::size_t(world) * op.tiles_per_block());
-    ASSERT_EQ(cudaMemcpy(flags.data(), op.tile_flags(), flags.size() * sizeof(std::uint64_t),
-                         cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    EXPECT_THAT(flags, testing::Each(std::uint64_t{kRuns + kReplays}));
+    expect_flags(op.tile_flags(), std::size_t(world) * op.tiles_per_block(), kRuns + kReplays);
   }
 
   ctx.barrier();
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 
-// Exact data: |sum| <= K * world <= 256. K = 104, 40, 8 for 2, 4, 8 ranks (a multiple of 8,
-// for 2 ranks neither below nor a multiple of the 64-deep k-tile).
-int exact_k(int world) {
-  return 256 / world - 24;
-}
 // Fused needs M / world to be whole 128-row tiles; N ragged (264 = 256 + 8).
 Problem aligned(int world) {
   return {256 * world, 264, exact_k(world)};
@@ -263,19 +169,8 @@ TEST(GemmReduceScatter, TraceOfFusedSequential) {
   for (int r = 0; r < kRuns; ++r) op.run();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   expect_c(ctx, c, reference(p, world, ctx.rank()), "traced");
-  EXPECT_EQ(tracer.dropped(), 0u);
-  const int tiles = op.tiles_per_block() * world;  // the whole M x N partial product
-  std::vector<int> per_kind(5, 0);
-  for (const auto& e : tracer.events()) {
-    EXPECT_LE(e.start_ns, e.end_ns);
-    EXPECT_GE(e.tile, 0);
-    EXPECT_LT(e.tile, tiles);
-    ++per_kind[static_cast<int>(e.kind)];
-  }
-  using K = iris::ops::TraceKind;
-  EXPECT_EQ(per_kind[int(K::kGemmTile)], tiles * kRuns);
-  EXPECT_EQ(per_kind[int(K::kStore)], tiles * kRuns);
-  EXPECT_EQ(per_kind[int(K::kSignal)], tiles * kRuns);
+  // Tiles of the whole M x N partial product.
+  expect_tile_events(tracer, op.tiles_per_block() * world, kRuns);
   ctx.barrier();
 }
 
@@ -283,47 +178,39 @@ TEST(GemmReduceScatter, CanImplementRefusesWhatItCannotRun) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
   using Op = iris::ops::GemmReduceScatter;
-  iris::ops::GemmReduceScatterArguments args;
-  args.m = 128 * world;
-  args.n = 256;
-  args.k = 64;
-  void* local = nullptr;
-  ASSERT_EQ(cudaMalloc(&local, 1 << 20), cudaSuccess);
-  args.a = args.b = local;
-  args.c = local;  // not symmetric
-  EXPECT_THAT(Op::can_implement(ctx, args).message, testing::HasSubstr("symmetric"));
+  const LocalMemory local;
+  // Every tensor in local memory: c is not symmetric.
+  auto args = local_gemm_arguments<iris::ops::GemmReduceScatterArguments>(128 * world, local);
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "symmetric"));
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(128) * 256));
   args.c = c.data();
-  EXPECT_TRUE(Op::can_implement(ctx, args)) << Op::can_implement(ctx, args).message;
+  EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
   args.m = 128 * world + 1;  // rows do not split evenly
-  EXPECT_THAT(Op::can_implement(ctx, args).message,
-              testing::HasSubstr("must be a multiple of the team size"));
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "must be a multiple of the team size"));
   args.m = 64 * world;  // row blocks of half a tile: fused refuses, auto takes bulk-synchronous
   args.pattern = ReduceScatterPattern::kFusedSequential;
-  EXPECT_THAT(Op::can_implement(ctx, args).message, testing::HasSubstr("multiple of 128"));
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "multiple of 128"));
   args.pattern = ReduceScatterPattern::kAuto;
-  EXPECT_TRUE(Op::can_implement(ctx, args));
+  EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
   args.pattern = ReduceScatterPattern::kBulkSynchronous;
-  EXPECT_TRUE(Op::can_implement(ctx, args));
+  EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
   args.m = 128 * world;
   args.k = 60;
-  EXPECT_THAT(Op::can_implement(ctx, args).message, testing::HasSubstr("K = 60"));
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "K = 60"));
   args.k = 64;
   args.m = (1 << 20) * world;  // C (and the heap) too small for these rows
-  EXPECT_THAT(Op::can_implement(ctx, args).message,
-              testing::HasSubstr("inside the symmetric heap"));
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "inside the symmetric heap"));
   args.m = 128 * world;
   args.team = iris::team{ctx.rank() == 0 ? 1 : 0, 1, 1};  // a team without this rank
-  EXPECT_THAT(Op::can_implement(ctx, args).message, testing::HasSubstr("not a member"));
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "not a member"));
   args.team = iris::team{0, 0, 1};  // size 0: the world
   args.reduce_blocks = -1;
-  EXPECT_THAT(Op::can_implement(ctx, args).message, testing::HasSubstr("reduce_blocks"));
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "reduce_blocks"));
   args.reduce_blocks = 0;
   Op op(ctx);
   args.k = 60;
   EXPECT_THROW(op.initialize(args), iris::Error);
   EXPECT_THROW(op.run(), iris::Error);  // never initialized
-  cudaFree(local);
   ctx.barrier();
 }
 
