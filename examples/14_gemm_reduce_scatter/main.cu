@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/example.hpp"
+#include "common/ops_example.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_reduce_scatter.hpp"
 
@@ -67,29 +67,19 @@ int run(int argc, char** argv) {
     const iris::ops::GemmReduceScatterArguments args{
         .m = m, .n = n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern};
     const std::string name(iris::ops::to_string(pattern));
-    if (auto status = iris::ops::GemmReduceScatter::can_implement(ctx, args); !status) {
-      std::fprintf(stderr, "rank %d: cannot run %s: %s\n", rank, name.c_str(),
-                   status.message.c_str());
-      return 1;
-    }
+    if (auto status = iris::ops::GemmReduceScatter::can_implement(ctx, args); !status)
+      return example::cannot_run(rank, name, status);
     iris::ops::GemmReduceScatter op(ctx);
     op.initialize(args);
     IRIS_CUDA_CHECK(cudaMemsetAsync(c.data(), 0, c.bytes(), stream));
     op.run(stream);
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<float> got;
-    for (const auto x : c.to_host()) got.push_back(__bfloat162float(x));
-    const bool right = example::check(rank, ("elements of C (" + name + ")").c_str(), got,
-                                      [&](std::size_t i) { return want[i]; });
-    std::printf("rank %d: %s: %s\n", rank, name.c_str(),
-                right ? "my rows of C are correct" : "WRONG");
-    all_right &= right;
+    all_right &= example::check_c(rank, name, c.to_host(), want, "my rows of C are correct");
     ctx.barrier();
-    const double ms =
-        example::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) { op.run(stream); });
-    if (rank == 0)
-      std::printf("M %d, N %d, K %d x %d ranks: %.3f ms per GEMM + reduce-scatter (%s)\n", m, n, k,
-                  world, ms, name.c_str());
+    example::print_time(
+        rank, stream, [&](long) { op.run(stream); },
+        example::text("M %d, N %d, K %d x %d ranks", m, n, k, world), "GEMM + reduce-scatter",
+        name);
     ctx.barrier();
   }
   cudaFree(a);

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "common/example.hpp"
+#include "common/ops_example.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_all_reduce.hpp"
 #include "iris/ops/trace.hpp"
@@ -93,22 +93,15 @@ int run(int argc, char** argv) {
     IRIS_CUDA_CHECK(cudaMemsetAsync(c.data(), 0, c.bytes(), stream));
     op.run(stream);
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<float> got;
-    for (const auto x : c.to_host()) got.push_back(__bfloat162float(x));
-    const bool right = example::check(rank, ("elements of C (" + name + ")").c_str(), got,
-                                      [&](std::size_t i) { return want[i]; });
-    std::printf("rank %d: %s: %s\n", rank, name.c_str(), right ? "all of C is correct" : "WRONG");
-    all_right &= right;
+    all_right &= example::check_c(rank, name, c.to_host(), want, "all of C is correct");
     ctx.barrier();
     if (traced) {
       tracer.write_json(ctx, trace_path);
       if (rank == 0) std::printf("trace of the one-shot run: %s\n", trace_path);
     }
-    const double ms =
-        example::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) { op.run(stream); });
-    if (rank == 0)
-      std::printf("M %d, N %d, K %d x %d ranks: %.3f ms per GEMM + all-reduce (%s)\n", m, n, k,
-                  world, ms, name.c_str());
+    example::print_time(
+        rank, stream, [&](long) { op.run(stream); },
+        example::text("M %d, N %d, K %d x %d ranks", m, n, k, world), "GEMM + all-reduce", name);
     ctx.barrier();
   }
   cudaFree(a);

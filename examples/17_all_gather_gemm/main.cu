@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/example.hpp"
+#include "common/ops_example.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/all_gather_gemm.hpp"
 
@@ -70,30 +70,19 @@ int run(int argc, char** argv) {
     const iris::ops::AllGatherGemmArguments args{
         .m = m, .n = n, .k = k, .a = shard.data(), .b = b, .c = c, .pattern = pattern};
     const std::string name(iris::ops::to_string(pattern));
-    if (auto status = iris::ops::AllGatherGemm::can_implement(ctx, args); !status) {
-      std::fprintf(stderr, "rank %d: cannot run %s: %s\n", rank, name.c_str(),
-                   status.message.c_str());
-      return 1;
-    }
+    if (auto status = iris::ops::AllGatherGemm::can_implement(ctx, args); !status)
+      return example::cannot_run(rank, name, status);
     iris::ops::AllGatherGemm op(ctx);
     op.initialize(args);
     IRIS_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(*c) * m * n, stream));
     op.run(stream);
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<__nv_bfloat16> host(std::size_t(m) * n);
-    IRIS_CUDA_CHECK(cudaMemcpy(host.data(), c, sizeof(*c) * host.size(), cudaMemcpyDeviceToHost));
-    std::vector<float> got;
-    for (const auto x : host) got.push_back(__bfloat162float(x));
-    const bool right = example::check(rank, ("elements of C (" + name + ")").c_str(), got,
-                                      [&](std::size_t i) { return want[i]; });
-    std::printf("rank %d: %s: %s\n", rank, name.c_str(), right ? "all of C is correct" : "WRONG");
-    all_right &= right;
+    all_right &= example::check_c(rank, name, example::to_host(c, std::size_t(m) * n), want,
+                                  "all of C is correct");
     ctx.barrier();
-    const double ms =
-        example::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) { op.run(stream); });
-    if (rank == 0)
-      std::printf("M %d, N %d, K %d, %d ranks: %.3f ms per all-gather + GEMM (%s)\n", m, n, k,
-                  world, ms, name.c_str());
+    example::print_time(
+        rank, stream, [&](long) { op.run(stream); },
+        example::text("M %d, N %d, K %d, %d ranks", m, n, k, world), "all-gather + GEMM", name);
     ctx.barrier();
   }
   cudaFree(b);
