@@ -40,15 +40,13 @@ int main(int argc, char** argv) {
   const int k = kK / world;
   for (const int m : ms) {
     const std::size_t mn = std::size_t(m) * kN;
-    bf16 *a, *b, *residual, *gamma, *out, *y;
-    IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * std::size_t(m) * k));
-    IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * std::size_t(kN) * k));
+    const iris::bench::ShardedOperands operands(m, kN, k, me, 1.f / 64);
+    const bf16 *a = operands.a, *b = operands.b;
+    bf16 *residual, *gamma, *out, *y;
     IRIS_CUDA_CHECK(cudaMalloc(&residual, sizeof(bf16) * mn));
     IRIS_CUDA_CHECK(cudaMalloc(&gamma, sizeof(bf16) * kN));
     IRIS_CUDA_CHECK(cudaMalloc(&out, sizeof(bf16) * mn));
     IRIS_CUDA_CHECK(cudaMalloc(&y, sizeof(bf16) * mn));  // also holds the fp8 y
-    iris::bench::fill<<<1024, 256>>>(a, std::size_t(m) * k, 1 + me, 1.f);
-    iris::bench::fill<<<1024, 256>>>(b, std::size_t(kN) * k, 7 + me, 1.f / 64);
     iris::bench::fill<<<1024, 256>>>(residual, mn, 3, 1.f);
     iris::bench::fill<<<64, 256>>>(gamma, kN, 5, 1.f);
     IRIS_CUDA_CHECK(cudaDeviceSynchronize());
@@ -105,8 +103,8 @@ int main(int argc, char** argv) {
     bench.nccl_column(row);
     rows.push_back(row);
     ctx.barrier();
-    for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(residual),
-                    static_cast<void*>(gamma), static_cast<void*>(out), static_cast<void*>(y)})
+    for (void* p : {static_cast<void*>(residual), static_cast<void*>(gamma),
+                    static_cast<void*>(out), static_cast<void*>(y)})
       cudaFree(p);
   }
   bench.report("gemm + all-reduce + residual + RMSNorm (bf16), " + std::to_string(world) + " ranks",

@@ -39,11 +39,8 @@ int main(int argc, char** argv) {
   std::vector<iris::bench::Row> rows;
   for (const iris::bench::Shape& s : shapes) {
     const int k = s.k / world;
-    bf16 *a, *b;
-    IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * std::size_t(s.m) * k));
-    IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * std::size_t(s.n) * k));
-    iris::bench::fill<<<1024, 256>>>(a, std::size_t(s.m) * k, 1 + me);
-    iris::bench::fill<<<1024, 256>>>(b, std::size_t(s.n) * k, 7 + me);
+    const iris::bench::ShardedOperands operands(s.m, s.n, k, me);
+    const bf16 *a = operands.a, *b = operands.b;
     const std::size_t part = std::size_t(s.m / world) * s.n;
     auto partial = ctx.zeros<bf16>(iris::Shape(std::size_t(s.m) * s.n));
     auto c = ctx.zeros<bf16>(iris::Shape(part));
@@ -68,8 +65,6 @@ int main(int argc, char** argv) {
     bench.nccl_column(row);
     rows.push_back(row);
     ctx.barrier();
-    cudaFree(a);
-    cudaFree(b);
   }
   bench.report("gemm + reduce-scatter (bf16), " + std::to_string(world) + " ranks", rows, json,
                "K is all ranks together (each multiplies K / ranks); speedup = (cuBLAS + "

@@ -61,6 +61,27 @@ __global__ inline void fill(bf16* x, std::size_t n, unsigned seed, float scale =
     x[i] =
         __float2bfloat16(scale * (static_cast<float>((i * 2654435761u + seed) % 17) / 8.0f - 1.0f));
 }
+
+/// This rank's operands of a GEMM whose K is split over the ranks, in device memory: A (m x k)
+/// and B (n x k), filled with seeds 1 + rank and 7 + rank (B scaled by b_scale); freed with
+/// this object.
+struct ShardedOperands {
+  ShardedOperands(int m, int n, int k, int rank, float b_scale = 1.f) {
+    IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * std::size_t(m) * k));
+    IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * std::size_t(n) * k));
+    fill<<<1024, 256>>>(a, std::size_t(m) * k, 1 + rank);
+    fill<<<1024, 256>>>(b, std::size_t(n) * k, 7 + rank, b_scale);
+  }
+  ~ShardedOperands() {
+    cudaFree(a);
+    cudaFree(b);
+  }
+  ShardedOperands(const ShardedOperands&) = delete;
+  ShardedOperands& operator=(const ShardedOperands&) = delete;
+
+  bf16* a = nullptr;
+  bf16* b = nullptr;
+};
 #endif
 
 /// TFLOP/s of an m x n x k GEMM that took `ms`.

@@ -13,7 +13,6 @@
 //                                                     [--fp8 1]
 #include <cuda_bf16.h>
 
-#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -82,20 +81,15 @@ int run(int argc, char** argv) {
 
   // The reference, in double: every rank's partial products, summed.
   std::vector<double> want_out(n), want_y(n);
-  for (int t = 0; t < tokens; ++t) {
-    double squares = 0;
-    for (int i = 0; i < hidden; ++i) {
-      double s = residual_value(t, i);
-      for (int r = 0; r < world; ++r)
-        for (int x = 0; x < k; ++x) s += a_value(r, t, x) * b_value(r, i, x);
-      want_out[std::size_t(t) * hidden + i] = s;
-      squares += s * s;
-    }
-    const double scale = 1 / std::sqrt(squares / hidden + kEps);
-    for (int i = 0; i < hidden; ++i)
-      want_y[std::size_t(t) * hidden + i] =
-          want_out[std::size_t(t) * hidden + i] * scale * gamma_value(i);
-  }
+  example::rmsnorm_reference(
+      tokens, hidden, kEps,
+      [&](int t, int i) {
+        double s = residual_value(t, i);
+        for (int r = 0; r < world; ++r)
+          for (int x = 0; x < k; ++x) s += a_value(r, t, x) * b_value(r, i, x);
+        return s;
+      },
+      gamma_value, want_out, want_y);
 
   cudaStream_t stream;
   IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

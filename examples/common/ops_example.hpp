@@ -74,6 +74,26 @@ inline int fp8_order(unsigned char code) {
   return (code & 0x80) ? -(code & 0x7F) : (code & 0x7F);
 }
 
+/// The host reference of residual + all-reduce + RMSNorm, in double, for tokens x hidden:
+/// want_out[t][i] = summed(t, i) (the residual plus every rank's part) and want_y[t][i] =
+/// want_out[t][i] * gamma(i) / sqrt(mean_i(want_out[t][i]^2) + eps).
+template <class Summed, class Gamma>
+void rmsnorm_reference(int tokens, int hidden, float eps, Summed&& summed, Gamma&& gamma,
+                       std::vector<double>& want_out, std::vector<double>& want_y) {
+  for (int t = 0; t < tokens; ++t) {
+    double squares = 0;
+    for (int i = 0; i < hidden; ++i) {
+      const double s = summed(t, i);
+      want_out[std::size_t(t) * hidden + i] = s;
+      squares += s * s;
+    }
+    const double scale = 1 / std::sqrt(squares / hidden + eps);
+    for (int i = 0; i < hidden; ++i)
+      want_y[std::size_t(t) * hidden + i] =
+          want_out[std::size_t(t) * hidden + i] * scale * gamma(i);
+  }
+}
+
 /// Checks an RMSNorm op's outputs, copied back from the device: residual_out (`count` bf16 at
 /// `out`) against want_out(e) exactly, and y (at `y`) against the double reference `want_y`:
 /// with `fp8`, within one e4m3 step of want_y / y_scale converted the same way (the op's fp32
