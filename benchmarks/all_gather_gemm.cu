@@ -52,15 +52,12 @@ int main(int argc, char** argv) {
     iris::bench::fill<<<1024, 256>>>(b, std::size_t(s.n) * s.k, 7 + me);
     IRIS_CUDA_CHECK(cudaDeviceSynchronize());
     ctx.barrier();
-    const double gemm_only =
-        bench.time_ms([&](long) { bench.cublas_gemm(c, gathered.data(), b, s.m, s.n, s.k); });
+    iris::bench::Row row = bench.shape_row(s.m, s.n, s.k, "N_per_rank");
+    bench.time_cublas_gemm(row, c, gathered.data(), b, s.m, s.n, s.k);
     const double baseline = bench.time_ms([&](long) {
       comm.all_gather(gathered.data(), shard.data(), shard_count, stream);
       bench.cublas_gemm(c, gathered.data(), b, s.m, s.n, s.k);
     });
-    iris::bench::Row row = bench.shape_row(s.m, s.n, s.k, "N_per_rank");
-    row.number("cublas_gemm_ms", gemm_only);
-    row.number("cublas_gemm_TFLOPs", iris::bench::tflops(s.m, s.n, s.k, gemm_only), "%.1f");
     row.number("ccl+cublas_ms", baseline);
     for (auto pattern : {iris::ops::AllGatherPattern::kBulkSynchronous,
                          iris::ops::AllGatherPattern::kProducerConsumer}) {

@@ -44,15 +44,12 @@ int main(int argc, char** argv) {
     const std::size_t product = std::size_t(s.m) * s.n;
     auto partial = ctx.zeros<bf16>(iris::Shape(product));
     auto c = ctx.zeros<bf16>(iris::Shape(product));
-    const double gemm_only =
-        bench.time_ms([&](long) { bench.cublas_gemm(partial.data(), a, b, s.m, s.n, k); });
+    iris::bench::Row row = bench.shape_row(s.m, s.n, s.k);
+    bench.time_cublas_gemm(row, partial.data(), a, b, s.m, s.n, k);
     const double baseline = bench.time_ms([&](long) {
       bench.cublas_gemm(partial.data(), a, b, s.m, s.n, k);
       comm.all_reduce(c.data(), partial.data(), product, iris::ccl::ReduceOp::kSum, stream);
     });
-    iris::bench::Row row = bench.shape_row(s.m, s.n, s.k);
-    row.number("cublas_gemm_ms", gemm_only);
-    row.number("cublas_gemm_TFLOPs", iris::bench::tflops(s.m, s.n, k, gemm_only), "%.1f");
     row.number("cublas+ccl_ms", baseline);
     for (auto pattern :
          {iris::ops::AllReducePattern::kBulkSynchronous, iris::ops::AllReducePattern::kOneShot,

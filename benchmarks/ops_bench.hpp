@@ -166,6 +166,13 @@ class OpsBench {
     return slowest_rank(ctx_.bootstrap(), example::summarize(samples).median);
   }
 
+  /// Times the cuBLAS GEMM alone, D (m x n) = A (m x k) * B^T (the compute floor), and adds its
+  /// columns cublas_gemm_ms and cublas_gemm_TFLOPs to `row`.
+  void time_cublas_gemm(Row& row, bf16* d, const bf16* a, const bf16* b, int m, int n, int k) {
+    const double ms = time_ms([&](long) { gemm_(d, a, b, m, n, k); });
+    row.number("cublas_gemm_ms", ms).number("cublas_gemm_TFLOPs", tflops(m, n, k, ms), "%.1f");
+  }
+
   /// The row's first columns: ranks, M, N (named `n_key`), K.
   Row shape_row(int m, int n, int k, const char* n_key = "N") const {
     Row row;

@@ -146,11 +146,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!example::gpu_visible(argv[0])) return iris::examples::kNoDeviceExitCode;
-  try {
-    return run(argc, argv);
-  } catch (const iris::Error& error) {
-    std::fprintf(stderr, "%s\n", error.what());
-    return iris::examples::exit_code(error);
-  }
+  return example::run_main(argc, argv, run);
 }

@@ -95,13 +95,8 @@ inline int run_pattern(int argc, char** argv, iris::ops::AllScatterPattern patte
 
 /// The example's main: runs `pattern`, mapping what Iris reports to the examples' exit codes.
 inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
-  if (!example::gpu_visible(argv[0])) return iris::examples::kNoDeviceExitCode;
-  try {
-    return run_pattern(argc, argv, pattern);
-  } catch (const iris::Error& error) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], error.what());
-    return iris::examples::exit_code(error);
-  }
+  return run_main(argc, argv,
+                  [pattern](int count, char** args) { return run_pattern(count, args, pattern); });
 }
 
 }  // namespace example
