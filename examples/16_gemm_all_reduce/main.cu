@@ -24,21 +24,6 @@
 
 namespace {
 
-__host__ __device__ int a_value(int r, int i, int k) {
-  return (i * 7 + k * 3 + r * 5) % 3 - 1;
-}
-__host__ __device__ int b_value(int r, int j, int k) {
-  return (j * 5 + k + r * 11) % 3 - 1;
-}
-
-__global__ void fill_operands(__nv_bfloat16* a, __nv_bfloat16* b, int m, int n, int k, int r) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * k || i < n * k;
-       i += gridDim.x * blockDim.x) {
-    if (i < m * k) a[i] = __int2bfloat16_rn(a_value(r, i / k, i % k));
-    if (i < n * k) b[i] = __int2bfloat16_rn(b_value(r, i / k, i % k));
-  }
-}
-
 const char* string_arg(int argc, char** argv, const char* flag) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == flag) return argv[i + 1];
@@ -56,7 +41,7 @@ int run(int argc, char** argv) {
   __nv_bfloat16 *a, *b;
   IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(*a) * m * k));
   IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));
-  fill_operands<<<256, 256>>>(a, b, m, n, k, rank);
+  example::fill_operands<<<256, 256>>>(a, m, 0, /*k_shard=*/true, b, n, k, rank);
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(m) * n));
   // All of the sum, from the same formulas.
   std::vector<float> want(std::size_t(m) * n, 0.0f);
@@ -64,7 +49,8 @@ int run(int argc, char** argv) {
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         int sum = 0;
-        for (int p = 0; p < k; ++p) sum += a_value(q, i, p) * b_value(q, j, p);
+        for (int p = 0; p < k; ++p)
+          sum += example::a_shard_value(q, i, p) * example::b_value(q, j, p);
         want[std::size_t(i) * n + j] += float(sum);
       }
   cudaStream_t stream;

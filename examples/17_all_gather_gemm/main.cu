@@ -22,23 +22,6 @@
 
 namespace {
 
-__host__ __device__ int a_value(int row, int k) {
-  return (row * 7 + k * 3) % 3 - 1;
-}
-__host__ __device__ int b_value(int r, int j, int k) {
-  return (j * 5 + k + r * 11) % 3 - 1;
-}
-
-/// This rank's shard holds rows [row0, row0 + rows) of the whole A.
-__global__ void fill_operands(__nv_bfloat16* a, int row0, int rows, __nv_bfloat16* b, int n, int k,
-                              int r) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < rows * k || i < n * k;
-       i += gridDim.x * blockDim.x) {
-    if (i < rows * k) a[i] = __int2bfloat16_rn(a_value(row0 + i / k, i % k));
-    if (i < n * k) b[i] = __int2bfloat16_rn(b_value(r, i / k, i % k));
-  }
-}
-
 int run(int argc, char** argv) {
   auto ctx = iris::Context::from_env();
   const int world = ctx.world_size(), rank = ctx.rank();
@@ -51,14 +34,16 @@ int run(int argc, char** argv) {
   __nv_bfloat16 *b, *c;
   IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));
   IRIS_CUDA_CHECK(cudaMalloc(&c, sizeof(*c) * m * n));
-  fill_operands<<<256, 256>>>(shard.data(), rank * rows, rows, b, n, k, rank);
+  // This rank's shard holds rows [rank * rows, (rank + 1) * rows) of the whole A.
+  example::fill_operands<<<256, 256>>>(shard.data(), rows, rank * rows, /*k_shard=*/false, b, n, k,
+                                       rank);
   IRIS_CUDA_CHECK(cudaDeviceSynchronize());
   // All of C with this rank's weights, from the same formulas.
   std::vector<float> want(std::size_t(m) * n, 0.0f);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       int sum = 0;
-      for (int p = 0; p < k; ++p) sum += a_value(i, p) * b_value(rank, j, p);
+      for (int p = 0; p < k; ++p) sum += example::a_value(i, p) * example::b_value(rank, j, p);
       want[std::size_t(i) * n + j] = float(sum);
     }
   cudaStream_t stream;

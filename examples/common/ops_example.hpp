@@ -1,6 +1,7 @@
-// What the iris::ops examples (13-18) share around the op's own calls (can_implement,
-// initialize, run, which each example shows): copying a result back, checking it against the
-// host reference and printing the verdict, and timing a pattern. On top of common/example.hpp.
+// What the iris::ops examples (10-18) share around the op's own calls (can_implement,
+// initialize, run, which each example shows): the GEMM operands, copying a result back,
+// checking it against the host reference and printing the verdict, and timing a pattern. On top
+// of common/example.hpp.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,6 +18,35 @@
 #include "common/example.hpp"
 
 namespace example {
+
+// The GEMM examples' operands: integers in {-1, 0, 1}, so that every bf16 sum of up to 256
+// products is exact and C is checked exactly. The host reference uses the same formulas.
+
+/// Row i, column k of the whole A (row-parallel shards are rows of it).
+__host__ __device__ inline int a_value(int i, int k) {
+  return (i * 7 + k * 3) % 3 - 1;
+}
+/// Row i, column k of rank r's K shard of A (a GEMM whose K is split over the ranks).
+__host__ __device__ inline int a_shard_value(int r, int i, int k) {
+  return (i * 7 + k * 3 + r * 5) % 3 - 1;
+}
+/// Row j, column k of rank r's B (n x k).
+__host__ __device__ inline int b_value(int r, int j, int k) {
+  return (j * 5 + k + r * 11) % 3 - 1;
+}
+
+/// Fills rank r's operands: A (a_rows x k), rows [row0, row0 + a_rows) of the whole A or, with
+/// `k_shard`, rank r's K shard of A; and B (n x k).
+__global__ inline void fill_operands(__nv_bfloat16* a, int a_rows, int row0, bool k_shard,
+                                     __nv_bfloat16* b, int n, int k, int r) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a_rows * k || i < n * k;
+       i += gridDim.x * blockDim.x) {
+    if (i < a_rows * k)
+      a[i] = __int2bfloat16_rn(k_shard ? a_shard_value(r, i / k, i % k)
+                                       : a_value(row0 + i / k, i % k));
+    if (i < n * k) b[i] = __int2bfloat16_rn(b_value(r, i / k, i % k));
+  }
+}
 
 /// `count` elements of device memory at `device`, copied to the host.
 template <class T>
