@@ -149,7 +149,6 @@ class OpsBench {
   OpsBench& operator=(const OpsBench&) = delete;
 
   cudaStream_t stream() const { return stream_; }
-  bool shared_gpu() const { return shared_gpu_; }
 
   /// The baselines' GEMM, on stream(): CublasGemm's operator().
   template <class... Args>

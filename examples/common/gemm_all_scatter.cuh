@@ -34,10 +34,8 @@ inline int run_pattern(int argc, char** argv, iris::ops::AllScatterPattern patte
   iris::ops::GemmAllScatter op(ctx);
   iris::ops::GemmAllScatterArguments args{
       .m = m, .n = n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern};
-  if (auto status = iris::ops::GemmAllScatter::can_implement(ctx, args); !status) {
-    std::fprintf(stderr, "rank %d: cannot run: %s\n", rank, status.message.c_str());
-    return 1;
-  }
+  if (auto status = iris::ops::GemmAllScatter::can_implement(ctx, args); !status)
+    return cannot_run(rank, std::string(to_string(pattern)), status);
   op.initialize(args);
   cudaStream_t stream;
   IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
