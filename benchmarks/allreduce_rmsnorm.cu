@@ -118,38 +118,29 @@ int main(int argc, char** argv) {
         IRIS_CUDA_CHECK(cudaGetLastError());
         IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
         ctx.barrier();
-        iris::ops::AllReduceRmsNorm ops[2] = {iris::ops::AllReduceRmsNorm(ctx),
-                                              iris::ops::AllReduceRmsNorm(ctx)};
         const AllReduceNormPattern patterns[2] = {AllReduceNormPattern::kFused,
                                                   AllReduceNormPattern::kBulkSynchronous};
-        for (int p = 0; p < 2; ++p) {
-          iris::ops::AllReduceRmsNormArguments args{.tokens = tokens,
-                                                    .hidden = hidden,
-                                                    .x = x.data(),
-                                                    .residual = residual,
-                                                    .gamma = gamma,
-                                                    .residual_out = out[p],
-                                                    .y = y[p],
-                                                    .pattern = patterns[p]};
-          ops[p].initialize(args);
-          ops[p].run(stream);
-        }
+        // Pattern p writes out[p] and y[p] (bf16) or y8[p] (fp8), and runs once.
+        const auto set_up = [&](iris::ops::AllReduceRmsNorm& op, int p, bool fp8) {
+          op.initialize(
+              {.tokens = tokens,
+               .hidden = hidden,
+               .x = x.data(),
+               .residual = residual,
+               .gamma = gamma,
+               .residual_out = out[p],
+               .y = fp8 ? static_cast<void*>(y8[p]) : static_cast<void*>(y[p]),
+               .y_type = fp8 ? iris::ops::NormOutput::kFp8E4M3 : iris::ops::NormOutput::kInput,
+               .y_scale = fp8 ? 1.f / 64 : 1.f,
+               .pattern = patterns[p]});
+          op.run(stream);
+        };
+        iris::ops::AllReduceRmsNorm ops[2] = {iris::ops::AllReduceRmsNorm(ctx),
+                                              iris::ops::AllReduceRmsNorm(ctx)};
+        for (int p = 0; p < 2; ++p) set_up(ops[p], p, false);
         iris::ops::AllReduceRmsNorm ops8[2] = {iris::ops::AllReduceRmsNorm(ctx),
                                                iris::ops::AllReduceRmsNorm(ctx)};
-        for (int p = 0; p < 2; ++p) {
-          iris::ops::AllReduceRmsNormArguments args{.tokens = tokens,
-                                                    .hidden = hidden,
-                                                    .x = x.data(),
-                                                    .residual = residual,
-                                                    .gamma = gamma,
-                                                    .residual_out = out[p],
-                                                    .y = y8[p],
-                                                    .y_type = iris::ops::NormOutput::kFp8E4M3,
-                                                    .y_scale = 1.f / 64,
-                                                    .pattern = patterns[p]};
-          ops8[p].initialize(args);
-          ops8[p].run(stream);
-        }
+        for (int p = 0; p < 2; ++p) set_up(ops8[p], p, true);
         IRIS_CUDA_CHECK(cudaMemsetAsync(wrong, 0, sizeof(unsigned long long), stream));
         for (int p = 0; p < 2; ++p) {
           const auto* a = reinterpret_cast<const unsigned short*>(p == 0 ? out[0] : y[0]);

@@ -15,9 +15,6 @@
 //
 //   ./bench_gemm_all_scatter [--json gemm.json] [--samples 10]
 //   iris-run -n 4 ./bench_gemm_all_scatter --json gemm_all_scatter_n4.json [--tune t.json]
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -28,32 +25,13 @@
 #include "iris/ops/detail/all_scatter_tuning.hpp"
 #include "iris/ops/gemm.hpp"
 #include "iris/ops/gemm_all_scatter.hpp"
-#include "report.hpp"
+#include "ops_bench.hpp"
 
 namespace {
 
-using bf16 = __nv_bfloat16;
-
-void cublas_check(cublasStatus_t status, const char* what) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw iris::Error(iris::Errc::kInternal, std::string("cuBLAS failed: ") + what);
-}
-
-__global__ void fill(bf16* x, std::size_t n, unsigned seed) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::size_t{gridDim.x} * blockDim.x)
-    x[i] = __float2bfloat16(static_cast<float>((i * 2654435761u + seed) % 17) / 8.0f - 1.0f);
-}
-
-/// Row-major D (m x n, leading dimension ldd) = A (m x k) * B^T (B: n x k), cuBLAS.
-void cublas_gemm(cublasHandle_t handle, bf16* d, std::int64_t ldd, const bf16* a, const bf16* b,
-                 int m, int n, int k) {
-  const float alpha = 1, beta = 0;
-  cublas_check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k, a,
-                            CUDA_R_16BF, k, &beta, d, CUDA_R_16BF, static_cast<int>(ldd),
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
-}
+using iris::bench::bf16;
+using iris::bench::Shape;
+using iris::bench::tflops;
 
 /// The baseline's all-gather: every block of this rank's column block of C, row by row, to every
 /// peer with device-API puts (a warp per row).
@@ -67,36 +45,25 @@ __global__ void all_gather_columns(const __grid_constant__ iris::device::Context
       iris::device::put(iris::warp{}, ctx, own + row * ldc, own + row * ldc, n, (me + s) % world);
 }
 
-double tflops(double m, double n, double k, double ms) {
-  return 2 * m * n * k / (ms * 1e9);
-}
-
-struct Shape {
-  int m, n, k;
-};
-
 void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std::string& json) {
   const std::vector<Shape> shapes = {{8192, 8192, 8192},  {1024, 4096, 14336},
                                      {4096, 4096, 14336}, {16384, 4096, 14336},
                                      {4096, 8192, 28672}, {4096, 49152, 12288}};
-  cublasHandle_t handle;
-  cublas_check(cublasCreate(&handle), "cublasCreate");
-  cudaStream_t stream;
-  IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cublas_check(cublasSetStream(handle, stream), "cublasSetStream");
+  const cudaStream_t stream = iris::bench::nonblocking_stream();
+  const iris::bench::CublasGemm cublas_gemm(stream);
   std::vector<iris::bench::Row> rows;
   for (const Shape& s : shapes) {
     bf16 *a, *b, *d;
     IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * s.m * s.k));
     IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * std::size_t(s.n) * s.k));
     IRIS_CUDA_CHECK(cudaMalloc(&d, sizeof(bf16) * std::size_t(s.m) * s.n));
-    fill<<<1024, 256>>>(a, std::size_t(s.m) * s.k, 1);
-    fill<<<1024, 256>>>(b, std::size_t(s.n) * s.k, 2);
+    iris::bench::fill<<<1024, 256>>>(a, std::size_t(s.m) * s.k, 1);
+    iris::bench::fill<<<1024, 256>>>(b, std::size_t(s.n) * s.k, 2);
     iris::ops::Gemm gemm;
     gemm.initialize({.m = s.m, .n = s.n, .k = s.k, .a = a, .b = b, .d = d});
     const double ours = example::median_ms(stream, repeats, [&](long) { gemm.run(stream); });
     const double theirs = example::median_ms(
-        stream, repeats, [&](long) { cublas_gemm(handle, d, s.n, a, b, s.m, s.n, s.k); });
+        stream, repeats, [&](long) { cublas_gemm(d, s.n, a, b, s.m, s.n, s.k); });
     // The fused op on one rank: the tile-store epilogue, flags and the completion wait.
     auto c = ctx.empty<bf16>(iris::Shape(std::size_t(s.m) * s.n));
     iris::ops::GemmAllScatter fused(ctx);
@@ -124,7 +91,6 @@ void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std:
       "gemm (bf16 -> bf16, fp32 accumulate), one rank", rows, json,
       "iris_vs_cublas = cuBLAS time / iris time; fused_vs_gemm = GEMM time / fused "
       "GEMM + all-scatter on one rank (tile-store epilogue, flags, completion wait)");
-  cublasDestroy(handle);
 }
 
 void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const std::string& json,
@@ -135,44 +101,31 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
       {1024, 4096, 14336}, {4096, 4096, 14336}, {1024, 8192, 28672}, {4096, 8192, 28672}};
   if (shape_count > 0 && shape_count < static_cast<int>(shapes.size())) shapes.resize(shape_count);
   std::vector<iris::ops::detail::AllScatterTuningEntry> tuned;
-  cublasHandle_t handle;
-  cublas_check(cublasCreate(&handle), "cublasCreate");
-  cudaStream_t stream;
-  IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cublas_check(cublasSetStream(handle, stream), "cublasSetStream");
+  iris::bench::OpsBench bench(ctx, repeats);
+  const cudaStream_t stream = bench.stream();
   const auto devices = iris::bench::device_of_each_rank(ctx.bootstrap());
-  bool shared_gpu = false;
-  for (int r = 0; r < world; ++r)
-    for (int q = 0; q < r; ++q) shared_gpu |= devices[r] >= 0 && devices[r] == devices[q];
   int sharing = 0;
   for (int r = 0; r < world; ++r) sharing += devices[r] == devices[me];
   const int default_senders = std::max(2, (16 / std::max(1, sharing) + 1) / 2 * 2);
   std::vector<iris::bench::Row> rows;
-  const auto lined_up = [&] { ctx.device_barrier(stream); };
   for (const Shape& s : shapes) {
     const int n = s.n / world;
     bf16 *a, *b;
     IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * s.m * s.k));
     IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * std::size_t(n) * s.k));
-    fill<<<1024, 256>>>(a, std::size_t(s.m) * s.k, 1);
-    fill<<<1024, 256>>>(b, std::size_t(n) * s.k, 2 + me);
+    iris::bench::fill<<<1024, 256>>>(a, std::size_t(s.m) * s.k, 1);
+    iris::bench::fill<<<1024, 256>>>(b, std::size_t(n) * s.k, 2 + me);
     auto c = ctx.zeros<bf16>(iris::Shape(std::size_t(s.m) * s.n));
-    const auto time = [&](auto&& enqueue) {
-      const auto samples = example::time_calls_ms(stream, repeats, enqueue, lined_up);
-      return iris::bench::slowest_rank(ctx.bootstrap(), example::summarize(samples).median);
-    };
-    const double gemm_only = time([&](long) {
-      cublas_gemm(handle, c.data() + std::int64_t{me} * n, s.n, a, b, s.m, n, s.k);
-    });
-    const double baseline = time([&](long) {
-      cublas_gemm(handle, c.data() + std::int64_t{me} * n, s.n, a, b, s.m, n, s.k);
+    const double gemm_only = bench.time_ms(
+        [&](long) { bench.cublas_gemm(c.data() + std::int64_t{me} * n, s.n, a, b, s.m, n, s.k); });
+    const double baseline = bench.time_ms([&](long) {
+      bench.cublas_gemm(c.data() + std::int64_t{me} * n, s.n, a, b, s.m, n, s.k);
       all_gather_columns<<<2 * example::sm_count(), 256, 0, stream>>>(ctx.device(), c.data(), s.m,
                                                                       n, s.n);
       ctx.device_barrier(stream);
     });
-    iris::bench::Row row;
-    row.number("ranks", world, "%.0f").number("M", s.m, "%.0f").number("N", s.n, "%.0f");
-    row.number("K", s.k, "%.0f").number("cublas_gemm_ms", gemm_only);
+    iris::bench::Row row = bench.shape_row(s.m, s.n, s.k);
+    row.number("cublas_gemm_ms", gemm_only);
     row.number("cublas+all_gather_ms", baseline);
     struct Variant {
       iris::ops::AllScatterPattern pattern;
@@ -200,10 +153,10 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
                      .c = c.data(),
                      .pattern = v.pattern,
                      .comm_blocks = v.comm_blocks});
-      const double ms = time([&](long) { op.run(stream); });
+      const double ms = bench.time_ms([&](long) { op.run(stream); });
       std::string name(iris::ops::to_string(v.pattern));
       if (v.comm_blocks) name += "_c" + std::to_string(v.comm_blocks);
-      row.number(name + "_ms", ms).number(name + "_speedup", baseline / ms);
+      iris::bench::pattern_columns(row, name, ms, baseline);
       if (best_ms == 0 || ms < best_ms) {
         best_ms = ms;
         best.choice = {v.pattern, 0, v.comm_blocks};
@@ -214,23 +167,19 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
                  (best.choice.comm_blocks ? " c" + std::to_string(best.choice.comm_blocks)
                                           : std::string()));
     tuned.push_back(best);
-    row.text("nccl", shared_gpu ? "skipped: ranks share a GPU" : "not run");
+    bench.nccl_column(row);
     rows.push_back(row);
     ctx.barrier();
     cudaFree(a);
     cudaFree(b);
   }
-  if (me == 0)
-    iris::bench::report(
-        "gemm + all-scatter (bf16), " + std::to_string(world) + " ranks", rows, json,
-        std::string("speedup = (cuBLAS + device-API all-gather) time / pattern time; "
-                    "times are the slowest rank's median") +
-            (shared_gpu ? "; ranks share one GPU, so every pattern also shares its SMs" : ""));
+  bench.report("gemm + all-scatter (bf16), " + std::to_string(world) + " ranks", rows, json,
+               "speedup = (cuBLAS + device-API all-gather) time / pattern time; "
+               "times are the slowest rank's median");
   if (me == 0 && !tune.empty()) {
     std::ofstream(tune) << iris::ops::detail::AllScatterTuning(tuned).to_json();
     std::printf("kAuto table: %s (IRIS_OPS_TUNING=%s)\n", tune.c_str(), tune.c_str());
   }
-  cublasDestroy(handle);
 }
 
 /// The value after `flag`, or "" when absent.
@@ -247,8 +196,7 @@ int main(int argc, char** argv) {
   iris::ContextOptions options;
   options.heap_size = std::size_t{1} << 30;
   auto ctx = iris::Context::from_env(options);
-  const example::Repeats repeats{
-      .warmup = 3, .samples = static_cast<int>(example::number_arg(argc, argv, "--samples", 10))};
+  const example::Repeats repeats = iris::bench::ops_repeats(argc, argv);
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   if (ctx.world_size() == 1) {
     single_rank(ctx, repeats, json);

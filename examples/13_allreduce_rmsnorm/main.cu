@@ -12,15 +12,12 @@
 //
 //   iris-run -n 4 ./example_13_allreduce_rmsnorm [--tokens 8 --hidden 4096] [--fp8 1]
 #include <cuda_bf16.h>
-#include <cuda_fp8.h>
 
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
-#include "common/example.hpp"
+#include "common/ops_example.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/allreduce_rmsnorm.hpp"
 
@@ -36,10 +33,6 @@ float residual_value(int t, int i) {
 }
 float gamma_value(int i) {
   return 1.0f + static_cast<float>(i % 4) / 8;
-}
-
-int fp8_order(unsigned char code) {
-  return (code & 0x80) ? -(code & 0x7F) : (code & 0x7F);
 }
 
 int run(int argc, char** argv) {
@@ -75,19 +68,14 @@ int run(int argc, char** argv) {
 
   // The reference, in double.
   std::vector<double> want_out(n), want_y(n);
-  for (int t = 0; t < tokens; ++t) {
-    double squares = 0;
-    for (int i = 0; i < hidden; ++i) {
-      double s = residual_value(t, i);
-      for (int r = 0; r < world; ++r) s += x_value(r, t, i);
-      want_out[std::size_t(t) * hidden + i] = s;
-      squares += s * s;
-    }
-    const double scale = 1 / std::sqrt(squares / hidden + kEps);
-    for (int i = 0; i < hidden; ++i)
-      want_y[std::size_t(t) * hidden + i] =
-          want_out[std::size_t(t) * hidden + i] * scale * gamma_value(i);
-  }
+  example::rmsnorm_reference(
+      tokens, hidden, kEps,
+      [&](int t, int i) {
+        double s = residual_value(t, i);
+        for (int r = 0; r < world; ++r) s += x_value(r, t, i);
+        return s;
+      },
+      gamma_value, want_out, want_y);
 
   cudaStream_t stream;
   IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -106,10 +94,9 @@ int run(int argc, char** argv) {
         .y_type = fp8 ? iris::ops::NormOutput::kFp8E4M3 : iris::ops::NormOutput::kInput,
         .y_scale = fp8 ? kScale : 1.f,
         .pattern = pattern};
-    if (auto status = iris::ops::AllReduceRmsNorm::can_implement(ctx, args); !status) {
-      std::printf("rank %d: cannot run: %s\n", rank, status.message.c_str());
-      return 1;
-    }
+    const std::string name(iris::ops::to_string(pattern));
+    if (auto status = iris::ops::AllReduceRmsNorm::can_implement(ctx, args); !status)
+      return example::cannot_run(rank, name, status);
     iris::ops::AllReduceRmsNorm op(ctx);
     op.initialize(args);  // collective: every rank, same order
     IRIS_CUDA_CHECK(cudaMemsetAsync(out, 0, n * sizeof(__nv_bfloat16), stream));
@@ -117,40 +104,16 @@ int run(int argc, char** argv) {
     op.run(stream);
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
     ctx.check_device_errors();
-
-    std::vector<__nv_bfloat16> got_out(n);
-    std::vector<unsigned char> got_y(y_bytes);
-    IRIS_CUDA_CHECK(
-        cudaMemcpy(got_out.data(), out, n * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
-    IRIS_CUDA_CHECK(cudaMemcpy(got_y.data(), y, y_bytes, cudaMemcpyDeviceToHost));
-    std::vector<float> out_f(n), y_close(n);
-    for (std::size_t k = 0; k < n; ++k) {
-      out_f[k] = __bfloat162float(got_out[k]);
-      if (fp8) {  // the reference converted the same way; the op's fp32 norm may round to the
-                  // neighbouring e4m3 value
-        const unsigned char want =
-            __nv_cvt_double_to_fp8(want_y[k] / kScale, __NV_SATFINITE, __NV_E4M3);
-        y_close[k] = std::abs(fp8_order(got_y[k]) - fp8_order(want)) <= 1 ? 1.f : 0.f;
-      } else {
-        __nv_bfloat16 v;
-        std::memcpy(&v, got_y.data() + 2 * k, 2);
-        const double e = std::abs(__bfloat162float(v) - want_y[k]);
-        y_close[k] = e <= std::abs(want_y[k]) / 64 + 1.0 / 256 ? 1.f : 0.f;
-      }
-    }
     const bool pattern_ok =
-        example::check(rank, "residual_out elements", out_f,
-                       [&](std::size_t k) { return static_cast<float>(want_out[k]); }) &&
-        example::check(rank, "y elements", y_close, [](std::size_t) { return 1.f; });
+        example::check_norm(rank, out, y, n, fp8, kScale, want_y,
+                            [&](std::size_t e) { return static_cast<float>(want_out[e]); });
     ok = ok && pattern_ok;
 
-    const double ms =
-        example::median_ms(stream, {.warmup = 5, .samples = 21, .calls_per_sample = 10},
-                           [&](long) { op.run(stream); });
-    if (rank == 0)
-      std::printf("%-17s tokens %d hidden %d%s on %d ranks: %s, %.2f us per call\n",
-                  std::string(iris::ops::to_string(op.pattern())).c_str(), tokens, hidden,
-                  fp8 ? " (y in fp8 e4m3)" : "", world, pattern_ok ? "correct" : "WRONG", ms * 1e3);
+    example::print_norm_time(
+        rank, stream, [&](long) { op.run(stream); }, name,
+        example::text("tokens %d hidden %d%s on %d ranks", tokens, hidden,
+                      fp8 ? " (y in fp8 e4m3)" : "", world),
+        pattern_ok);
     ctx.barrier();
   }
   IRIS_CUDA_CHECK(cudaStreamDestroy(stream));
@@ -164,11 +127,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!example::gpu_visible(argv[0])) return iris::examples::kNoDeviceExitCode;
-  try {
-    return run(argc, argv);
-  } catch (const iris::Error& error) {
-    std::fprintf(stderr, "%s\n", error.what());
-    return iris::examples::exit_code(error);
-  }
+  return example::run_main(argc, argv, run);
 }

@@ -17,27 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "common/example.hpp"
+#include "common/ops_example.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_all_reduce.hpp"
 #include "iris/ops/trace.hpp"
 
 namespace {
-
-__host__ __device__ int a_value(int r, int i, int k) {
-  return (i * 7 + k * 3 + r * 5) % 3 - 1;
-}
-__host__ __device__ int b_value(int r, int j, int k) {
-  return (j * 5 + k + r * 11) % 3 - 1;
-}
-
-__global__ void fill_operands(__nv_bfloat16* a, __nv_bfloat16* b, int m, int n, int k, int r) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * k || i < n * k;
-       i += gridDim.x * blockDim.x) {
-    if (i < m * k) a[i] = __int2bfloat16_rn(a_value(r, i / k, i % k));
-    if (i < n * k) b[i] = __int2bfloat16_rn(b_value(r, i / k, i % k));
-  }
-}
 
 const char* string_arg(int argc, char** argv, const char* flag) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -56,7 +41,7 @@ int run(int argc, char** argv) {
   __nv_bfloat16 *a, *b;
   IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(*a) * m * k));
   IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));
-  fill_operands<<<256, 256>>>(a, b, m, n, k, rank);
+  example::fill_operands<<<256, 256>>>(a, m, 0, /*k_shard=*/true, b, n, k, rank);
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(m) * n));
   // All of the sum, from the same formulas.
   std::vector<float> want(std::size_t(m) * n, 0.0f);
@@ -64,7 +49,8 @@ int run(int argc, char** argv) {
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         int sum = 0;
-        for (int p = 0; p < k; ++p) sum += a_value(q, i, p) * b_value(q, j, p);
+        for (int p = 0; p < k; ++p)
+          sum += example::a_shard_value(q, i, p) * example::b_value(q, j, p);
         want[std::size_t(i) * n + j] += float(sum);
       }
   cudaStream_t stream;
@@ -93,22 +79,15 @@ int run(int argc, char** argv) {
     IRIS_CUDA_CHECK(cudaMemsetAsync(c.data(), 0, c.bytes(), stream));
     op.run(stream);
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<float> got;
-    for (const auto x : c.to_host()) got.push_back(__bfloat162float(x));
-    const bool right = example::check(rank, ("elements of C (" + name + ")").c_str(), got,
-                                      [&](std::size_t i) { return want[i]; });
-    std::printf("rank %d: %s: %s\n", rank, name.c_str(), right ? "all of C is correct" : "WRONG");
-    all_right &= right;
+    all_right &= example::check_c(rank, name, c.to_host(), want, "all of C is correct");
     ctx.barrier();
     if (traced) {
       tracer.write_json(ctx, trace_path);
       if (rank == 0) std::printf("trace of the one-shot run: %s\n", trace_path);
     }
-    const double ms =
-        example::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) { op.run(stream); });
-    if (rank == 0)
-      std::printf("M %d, N %d, K %d x %d ranks: %.3f ms per GEMM + all-reduce (%s)\n", m, n, k,
-                  world, ms, name.c_str());
+    example::print_time(
+        rank, stream, [&](long) { op.run(stream); },
+        example::text("M %d, N %d, K %d x %d ranks", m, n, k, world), "GEMM + all-reduce", name);
     ctx.barrier();
   }
   cudaFree(a);
@@ -119,11 +98,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!example::gpu_visible(argv[0])) return iris::examples::kNoDeviceExitCode;
-  try {
-    return run(argc, argv);
-  } catch (const iris::Error& error) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], error.what());
-    return iris::examples::exit_code(error);
-  }
+  return example::run_main(argc, argv, run);
 }

@@ -16,28 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "common/example.hpp"
+#include "common/ops_example.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/all_gather_gemm.hpp"
 
 namespace {
-
-__host__ __device__ int a_value(int row, int k) {
-  return (row * 7 + k * 3) % 3 - 1;
-}
-__host__ __device__ int b_value(int r, int j, int k) {
-  return (j * 5 + k + r * 11) % 3 - 1;
-}
-
-/// This rank's shard holds rows [row0, row0 + rows) of the whole A.
-__global__ void fill_operands(__nv_bfloat16* a, int row0, int rows, __nv_bfloat16* b, int n, int k,
-                              int r) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < rows * k || i < n * k;
-       i += gridDim.x * blockDim.x) {
-    if (i < rows * k) a[i] = __int2bfloat16_rn(a_value(row0 + i / k, i % k));
-    if (i < n * k) b[i] = __int2bfloat16_rn(b_value(r, i / k, i % k));
-  }
-}
 
 int run(int argc, char** argv) {
   auto ctx = iris::Context::from_env();
@@ -51,14 +34,16 @@ int run(int argc, char** argv) {
   __nv_bfloat16 *b, *c;
   IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));
   IRIS_CUDA_CHECK(cudaMalloc(&c, sizeof(*c) * m * n));
-  fill_operands<<<256, 256>>>(shard.data(), rank * rows, rows, b, n, k, rank);
+  // This rank's shard holds rows [rank * rows, (rank + 1) * rows) of the whole A.
+  example::fill_operands<<<256, 256>>>(shard.data(), rows, rank * rows, /*k_shard=*/false, b, n, k,
+                                       rank);
   IRIS_CUDA_CHECK(cudaDeviceSynchronize());
   // All of C with this rank's weights, from the same formulas.
   std::vector<float> want(std::size_t(m) * n, 0.0f);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       int sum = 0;
-      for (int p = 0; p < k; ++p) sum += a_value(i, p) * b_value(rank, j, p);
+      for (int p = 0; p < k; ++p) sum += example::a_value(i, p) * example::b_value(rank, j, p);
       want[std::size_t(i) * n + j] = float(sum);
     }
   cudaStream_t stream;
@@ -70,30 +55,19 @@ int run(int argc, char** argv) {
     const iris::ops::AllGatherGemmArguments args{
         .m = m, .n = n, .k = k, .a = shard.data(), .b = b, .c = c, .pattern = pattern};
     const std::string name(iris::ops::to_string(pattern));
-    if (auto status = iris::ops::AllGatherGemm::can_implement(ctx, args); !status) {
-      std::fprintf(stderr, "rank %d: cannot run %s: %s\n", rank, name.c_str(),
-                   status.message.c_str());
-      return 1;
-    }
+    if (auto status = iris::ops::AllGatherGemm::can_implement(ctx, args); !status)
+      return example::cannot_run(rank, name, status);
     iris::ops::AllGatherGemm op(ctx);
     op.initialize(args);
     IRIS_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(*c) * m * n, stream));
     op.run(stream);
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<__nv_bfloat16> host(std::size_t(m) * n);
-    IRIS_CUDA_CHECK(cudaMemcpy(host.data(), c, sizeof(*c) * host.size(), cudaMemcpyDeviceToHost));
-    std::vector<float> got;
-    for (const auto x : host) got.push_back(__bfloat162float(x));
-    const bool right = example::check(rank, ("elements of C (" + name + ")").c_str(), got,
-                                      [&](std::size_t i) { return want[i]; });
-    std::printf("rank %d: %s: %s\n", rank, name.c_str(), right ? "all of C is correct" : "WRONG");
-    all_right &= right;
+    all_right &= example::check_c(rank, name, example::to_host(c, std::size_t(m) * n), want,
+                                  "all of C is correct");
     ctx.barrier();
-    const double ms =
-        example::median_ms(stream, {.warmup = 2, .samples = 11}, [&](long) { op.run(stream); });
-    if (rank == 0)
-      std::printf("M %d, N %d, K %d, %d ranks: %.3f ms per all-gather + GEMM (%s)\n", m, n, k,
-                  world, ms, name.c_str());
+    example::print_time(
+        rank, stream, [&](long) { op.run(stream); },
+        example::text("M %d, N %d, K %d, %d ranks", m, n, k, world), "all-gather + GEMM", name);
     ctx.barrier();
   }
   cudaFree(b);
@@ -104,11 +78,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!example::gpu_visible(argv[0])) return iris::examples::kNoDeviceExitCode;
-  try {
-    return run(argc, argv);
-  } catch (const iris::Error& error) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], error.what());
-    return iris::examples::exit_code(error);
-  }
+  return example::run_main(argc, argv, run);
 }

@@ -1,8 +1,8 @@
 // What the numbered examples share, small enough to copy into your own program: a check that a
 // GPU is there, CUDA-event timing of repeated calls (the median of several samples), decimal
-// GB/s, and a result check that prints what it found wrong. Only the CUDA runtime and
-// iris/host/error.hpp (for IRIS_CUDA_CHECK) are needed. The benchmarks time with these too
-// (benchmarks/report.hpp adds tables and JSON on top).
+// GB/s, a result check that prints what it found wrong, and an example's main() (its exit
+// codes). Only the CUDA runtime and iris/host/error.hpp (for IRIS_CUDA_CHECK) are needed. The
+// benchmarks time with these too (benchmarks/report.hpp adds tables and JSON on top).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,6 +30,20 @@ inline bool gpu_visible(const char* program) {
       "(Hopper or newer); run this under iris-run on a GPU machine.\n",
       program);
   return false;
+}
+
+/// An example's main(): without a GPU, says so and returns kNoDeviceExitCode (77, "skipped");
+/// otherwise returns run(argc, argv), or, when Iris throws, prints "<program>: <what>" to stderr
+/// and returns exit_code(error) (exit_codes.hpp).
+template <class Run>
+int run_main(int argc, char** argv, Run&& run) {
+  if (!gpu_visible(argv[0])) return iris::examples::kNoDeviceExitCode;
+  try {
+    return run(argc, argv);
+  } catch (const iris::Error& error) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], error.what());
+    return iris::examples::exit_code(error);
+  }
 }
 
 /// Multiprocessors of the current GPU: grids are sized in multiples of it.

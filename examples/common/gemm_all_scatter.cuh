@@ -12,28 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "common/example.hpp"
+#include "common/ops_example.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_all_scatter.hpp"
 #include "iris/ops/trace.hpp"
 
 namespace example {
-
-__host__ __device__ inline int a_value(int i, int k) {
-  return (i * 7 + k * 3) % 3 - 1;
-}
-__host__ __device__ inline int b_value(int r, int j, int k) {
-  return (j * 5 + k + r * 11) % 3 - 1;
-}
-
-__global__ inline void fill_operands(__nv_bfloat16* a, __nv_bfloat16* b, int m, int n, int k,
-                                     int r) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * k || i < n * k;
-       i += gridDim.x * blockDim.x) {
-    if (i < m * k) a[i] = __int2bfloat16_rn(a_value(i / k, i % k));
-    if (i < n * k) b[i] = __int2bfloat16_rn(b_value(r, i / k, i % k));
-  }
-}
 
 inline int run_pattern(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
   auto ctx = iris::Context::from_env();
@@ -44,16 +28,14 @@ inline int run_pattern(int argc, char** argv, iris::ops::AllScatterPattern patte
   __nv_bfloat16 *a, *b;
   IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(*a) * m * k));
   IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));
-  fill_operands<<<256, 256>>>(a, b, m, n, k, rank);
+  fill_operands<<<256, 256>>>(a, m, 0, /*k_shard=*/false, b, n, k, rank);
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(m) * n * world));
 
   iris::ops::GemmAllScatter op(ctx);
   iris::ops::GemmAllScatterArguments args{
       .m = m, .n = n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern};
-  if (auto status = iris::ops::GemmAllScatter::can_implement(ctx, args); !status) {
-    std::fprintf(stderr, "rank %d: cannot run: %s\n", rank, status.message.c_str());
-    return 1;
-  }
+  if (auto status = iris::ops::GemmAllScatter::can_implement(ctx, args); !status)
+    return cannot_run(rank, std::string(to_string(pattern)), status);
   op.initialize(args);
   cudaStream_t stream;
   IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -95,13 +77,8 @@ inline int run_pattern(int argc, char** argv, iris::ops::AllScatterPattern patte
 
 /// The example's main: runs `pattern`, mapping what Iris reports to the examples' exit codes.
 inline int run(int argc, char** argv, iris::ops::AllScatterPattern pattern) {
-  if (!example::gpu_visible(argv[0])) return iris::examples::kNoDeviceExitCode;
-  try {
-    return run_pattern(argc, argv, pattern);
-  } catch (const iris::Error& error) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], error.what());
-    return iris::examples::exit_code(error);
-  }
+  return run_main(argc, argv,
+                  [pattern](int count, char** args) { return run_pattern(count, args, pattern); });
 }
 
 }  // namespace example
