@@ -28,16 +28,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "iris/ccl.hpp"
 #include "iris/iris.hpp"
+#include "nccl_baseline.hpp"
 #include "report.hpp"
-
-#if IRIS_BENCH_HAVE_NCCL
-#include <nccl.h>
-#endif
 
 namespace {
 
@@ -57,29 +55,6 @@ struct Case {
 std::string algorithm_name(const Case& k) {
   return k.nccl ? "nccl" : std::string(iris::ccl::to_string(k.algorithm));
 }
-
-/// Whether every rank has a GPU of its own (collective): PCI bus ids pairwise distinct.
-bool one_gpu_per_rank(iris::Bootstrap& bootstrap) {
-  constexpr int kBusIdBytes = 32;
-  std::array<char, kBusIdBytes> mine{};
-  int device = 0;
-  IRIS_CUDA_CHECK(cudaGetDevice(&device));
-  IRIS_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.data(), kBusIdBytes, device));
-  std::vector<std::array<char, kBusIdBytes>> all(bootstrap.world_size());
-  bootstrap.allgather(mine.data(), all.data(), kBusIdBytes);
-  for (std::size_t r = 0; r < all.size(); ++r)
-    for (std::size_t q = r + 1; q < all.size(); ++q)
-      if (std::strncmp(all[r].data(), all[q].data(), kBusIdBytes) == 0) return false;
-  return true;
-}
-
-#if IRIS_BENCH_HAVE_NCCL
-void nccl_check(ncclResult_t result, const char* call) {
-  if (result != ncclSuccess)
-    throw iris::Error(iris::Errc::kCuda,
-                      std::string("ccl_bench: ") + call + " failed: " + ncclGetErrorString(result));
-}
-#endif
 
 std::size_t parse_bytes_arg(int argc, char** argv, const char* flag, std::size_t fallback) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -171,31 +146,17 @@ int main(int argc, char** argv) {
   const int n = comm.size();
   const bool leader = ctx.rank() == 0;
 
-  const auto devices = iris::bench::device_of_each_rank(ctx.bootstrap());
-  const bool one_gpu =
-      std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices[0]; });
-  const bool separate_gpus = one_gpu_per_rank(ctx.bootstrap());
-#if IRIS_BENCH_HAVE_NCCL
-  const bool use_nccl = separate_gpus;
+  const bool one_gpu = iris::bench::ranks_on_one_gpu(ctx.bootstrap());
+  // NCCL where every rank has its own GPU and the build has NCCL (never NVLink multicast).
+  std::optional<iris::bench::NcclBaseline> baseline;
+  baseline.emplace(ctx);
+  const bool use_nccl = baseline->available();
   const std::string nccl_note =
       use_nccl ? "NCCL: measured (algorithm nccl; vs_nccl = busbw / NCCL busbw; NCCL_NVLS_ENABLE=0)"
-      : one_gpu ? "NCCL: skipped (the ranks share one GPU, and NCCL refuses two ranks on one GPU)"
-                : "NCCL: skipped (some ranks share a GPU, and NCCL refuses two ranks on one GPU)";
-  ncclComm_t nccl = nullptr;
-  if (use_nccl) {
-    setenv("NCCL_NVLS_ENABLE", "0", 1);  // never NVLink multicast
-    ncclUniqueId id{};
-    if (leader) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    ctx.bootstrap().broadcast(&id, sizeof(id), 0);
-    nccl_check(ncclCommInitRank(&nccl, n, id, ctx.rank()), "ncclCommInitRank");
-  }
-#else
-  const bool use_nccl = false;
-  const std::string nccl_note =
-      one_gpu ? "NCCL: skipped (the ranks share one GPU, and NCCL refuses two ranks on one GPU)"
-      : separate_gpus
-          ? "NCCL: skipped (no NCCL in this build)"
-          : "NCCL: skipped (some ranks share a GPU, and NCCL refuses two ranks on one GPU)";
+               : baseline->note();
+#if IRIS_BENCH_HAVE_NCCL
+  using iris::bench::nccl_check;
+  const ncclComm_t nccl = use_nccl ? baseline->comm() : nullptr;
 #endif
 
   auto* a = static_cast<std::byte*>(ctx.allocate_bytes(max_bytes));
@@ -553,12 +514,8 @@ int main(int argc, char** argv) {
       std::printf("wrote the selection table %s\n", tune.c_str());
     }
   }
-#if IRIS_BENCH_HAVE_NCCL
-  if (nccl != nullptr) {
-    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    nccl_check(ncclCommDestroy(nccl), "ncclCommDestroy");
-  }
-#endif
+  IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  baseline.reset();  // the NCCL communicator, after its last call completed
   ctx.barrier();
   return 0;
 }

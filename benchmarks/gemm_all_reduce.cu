@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
       comm.all_reduce(c.data(), partial.data(), product, iris::ccl::ReduceOp::kSum, stream);
     });
     row.number("cublas+ccl_ms", baseline);
+    double best = 0;
     for (auto pattern :
          {iris::ops::AllReducePattern::kBulkSynchronous, iris::ops::AllReducePattern::kOneShot,
           iris::ops::AllReducePattern::kTwoShot}) {
@@ -66,12 +67,16 @@ int main(int argc, char** argv) {
       const double ms = bench.time_ms([&](long) { op.run(stream); });
       iris::bench::pattern_columns(row, name, ms, baseline);
       row.number(name + "_TFLOPs", iris::bench::tflops(s.m, s.n, k, ms), "%.1f");
+      best = best == 0 ? ms : std::min(best, ms);
     }
     const iris::ops::GemmAllReduceArguments auto_args{
         .m = s.m, .n = s.n, .k = k, .a = a, .b = b, .c = c.data()};
     row.text("auto_picks",
              std::string(iris::ops::to_string(iris::ops::GemmAllReduce::choose(ctx, auto_args))));
-    bench.nccl_column(row);
+    bench.nccl_columns(row, best, [&](long) {
+      bench.cublas_gemm(partial.data(), a, b, s.m, s.n, k);
+      bench.nccl().all_reduce(partial.data(), c.data(), product, stream);
+    });
     rows.push_back(row);
     ctx.barrier();
   }

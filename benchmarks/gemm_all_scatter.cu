@@ -167,7 +167,19 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
                  (best.choice.comm_blocks ? " c" + std::to_string(best.choice.comm_blocks)
                                           : std::string()));
     tuned.push_back(best);
-    bench.nccl_column(row);
+    if (bench.nccl().available()) {
+      bf16 *block, *blocks;
+      IRIS_CUDA_CHECK(cudaMalloc(&block, sizeof(bf16) * std::size_t(s.m) * n));
+      IRIS_CUDA_CHECK(cudaMalloc(&blocks, sizeof(bf16) * std::size_t(s.m) * s.n));
+      bench.nccl_columns(row, best_ms, [&](long) {
+        bench.cublas_gemm(block, a, b, s.m, n, s.k);
+        bench.nccl().all_gather(block, blocks, sizeof(bf16) * std::size_t(s.m) * n, stream);
+      });
+      cudaFree(block);
+      cudaFree(blocks);
+    } else {
+      bench.nccl_columns(row, best_ms, [](long) {});
+    }
     rows.push_back(row);
     ctx.barrier();
     cudaFree(a);

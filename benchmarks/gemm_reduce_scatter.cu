@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
       comm.reduce_scatter(c.data(), partial.data(), part, iris::ccl::ReduceOp::kSum, stream);
     });
     row.number("cublas+ccl_ms", baseline);
+    double best = 0;
     for (auto pattern : {iris::ops::ReduceScatterPattern::kBulkSynchronous,
                          iris::ops::ReduceScatterPattern::kFusedSequential}) {
       iris::ops::GemmReduceScatter op(ctx);
@@ -58,8 +59,12 @@ int main(int argc, char** argv) {
           {.m = s.m, .n = s.n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern});
       const double ms = bench.time_ms([&](long) { op.run(stream); });
       iris::bench::pattern_columns(row, std::string(iris::ops::to_string(pattern)), ms, baseline);
+      best = best == 0 ? ms : std::min(best, ms);
     }
-    bench.nccl_column(row);
+    bench.nccl_columns(row, best, [&](long) {
+      bench.cublas_gemm(partial.data(), a, b, s.m, s.n, k);
+      bench.nccl().reduce_scatter(partial.data(), c.data(), part, stream);
+    });
     rows.push_back(row);
     ctx.barrier();
   }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "iris/iris.hpp"
+#include "nccl_baseline.hpp"
 #include "report.hpp"
 
 namespace iris::bench {
@@ -126,17 +127,9 @@ inline cudaStream_t nonblocking_stream() {
   return stream;
 }
 
-/// True when two ranks of the job run on one GPU (collective).
-inline bool ranks_share_a_gpu(Bootstrap& bootstrap) {
-  const auto devices = device_of_each_rank(bootstrap);
-  bool shared_gpu = false;
-  for (std::size_t r = 0; r < devices.size(); ++r)
-    for (std::size_t q = 0; q < r; ++q) shared_gpu |= devices[r] >= 0 && devices[r] == devices[q];
-  return shared_gpu;
-}
-
 /// One ops benchmark on several ranks: its stream, the cuBLAS GEMM on it, whether ranks share a
-/// GPU, and the timing of each pattern and baseline. Constructing it is collective.
+/// GPU, the NCCL baseline where it runs, and the timing of each pattern and baseline.
+/// Constructing it is collective.
 class OpsBench {
  public:
   OpsBench(Context& ctx, const example::Repeats& repeats)
@@ -144,7 +137,8 @@ class OpsBench {
         repeats_(repeats),
         stream_(nonblocking_stream()),
         gemm_(stream_),
-        shared_gpu_(ranks_share_a_gpu(ctx.bootstrap())) {}
+        shared_gpu_(ranks_share_a_gpu(ctx.bootstrap())),
+        nccl_(ctx) {}
   OpsBench(const OpsBench&) = delete;
   OpsBench& operator=(const OpsBench&) = delete;
 
@@ -180,9 +174,23 @@ class OpsBench {
     return row;
   }
 
-  /// The "nccl" column: NCCL is not run (it refuses ranks that share a GPU).
-  void nccl_column(Row& row) const {
-    row.text("nccl", shared_gpu_ ? "skipped: ranks share a GPU" : "not run");
+  /// NCCL where it runs (one GPU per rank, NCCL in the build).
+  const NcclBaseline& nccl() const { return nccl_; }
+
+  /// The NCCL columns of `row`. Where NCCL runs: `<name>_<unit>`, the time of `enqueue(call)`
+  /// (the cuBLAS + NCCL baseline, queued on stream()), and best_vs_nccl = that time / `best`
+  /// (the fastest pattern's, in the same unit; above 1: faster than cuBLAS + NCCL). Elsewhere a
+  /// column "nccl" that says why it was skipped.
+  template <class Enqueue>
+  void nccl_columns(Row& row, double best, Enqueue&& enqueue,
+                    const std::string& name = "cublas+nccl", const char* unit = "ms") {
+    if (!nccl_.available()) {
+      row.text("nccl", nccl_.skipped());
+      return;
+    }
+    const double scale = std::string(unit) == "us" ? 1e3 : 1.0;
+    const double time = scale * time_ms(enqueue);
+    row.number(name + "_" + unit, time).number("best_vs_nccl", time / best);
   }
 
   /// Rank 0 reports the table (report.hpp), `note` ending with a word on shared GPUs.
@@ -192,7 +200,8 @@ class OpsBench {
       iris::bench::report(
           title, rows, json,
           note +
-              (shared_gpu_ ? "; ranks share one GPU, so every pattern also shares its SMs" : ""));
+              (shared_gpu_ ? "; ranks share one GPU, so every pattern also shares its SMs" : "") +
+              "; " + nccl_.note());
   }
 
  private:
@@ -201,6 +210,7 @@ class OpsBench {
   cudaStream_t stream_;
   CublasGemm gemm_;
   bool shared_gpu_;
+  NcclBaseline nccl_;
 };
 
 /// A pattern's columns: <name>_ms (or _<unit>) and <name>_speedup = baseline / time.
