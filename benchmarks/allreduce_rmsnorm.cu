@@ -10,8 +10,9 @@
 //
 //   iris-run -n 8 ./bench_allreduce_rmsnorm [--samples 15] [--json out.json]
 //
-// NCCL: it refuses two ranks on one GPU, so with ranks sharing a GPU the table says it was
-// skipped; this build has no NCCL baseline for one GPU per rank either (it says so).
+// NCCL, with one GPU per rank and a build that has it: NCCL's all_reduce alone, timed the same
+// way (nccl_all_reduce_us, and fused_vs_nccl = its time / the fused op's). NCCL refuses two
+// ranks on one GPU, so with ranks sharing a GPU the table says it was skipped.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "iris/ccl.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/allreduce_rmsnorm.hpp"
+#include "nccl_baseline.hpp"
 #include "report.hpp"
 
 namespace {
@@ -61,13 +63,8 @@ int main(int argc, char** argv) {
     iris::Context ctx = iris::Context::from_env(options);
     iris::ccl::Communicator comm(ctx);
     const int world = ctx.world_size();
-    const auto devices = iris::bench::device_of_each_rank(ctx.bootstrap());
-    const bool one_gpu =
-        std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices[0]; });
-    const std::string note =
-        std::to_string(world) + " ranks; " +
-        (one_gpu ? "NCCL: skipped (the ranks share one GPU, and NCCL refuses two ranks on one GPU)"
-                 : "NCCL: skipped (this build of allreduce_rmsnorm has no NCCL baseline)");
+    const iris::bench::NcclBaseline nccl(ctx);
+    const std::string note = std::to_string(world) + " ranks; " + nccl.note();
 
     constexpr int kMaxTokens = 128, kMaxHidden = 8192, kCalls = 20;
     const std::size_t max_n = std::size_t(kMaxTokens) * kMaxHidden;
@@ -176,6 +173,13 @@ int main(int argc, char** argv) {
             .number("fused_vs_all_reduce", alone / fused, "%.2f")
             .number("fused_blocks", ops[0].blocks(), "%.0f")
             .number("wrong", static_cast<double>(host_wrong), "%.0f");
+        if (nccl.available()) {
+          const double nccl_us = time_us([&] { nccl.all_reduce(x.data(), sum.data(), n, stream); });
+          row.number("nccl_all_reduce_us", nccl_us, "%.2f")
+              .number("fused_vs_nccl", nccl_us / fused, "%.2f");
+        } else {
+          row.text("nccl", nccl.skipped());
+        }
         rows.push_back(row);
         ctx.barrier();
       }
