@@ -123,10 +123,18 @@ ContextState::ContextState(std::unique_ptr<Bootstrap> bootstrap_in, const Contex
   heap = std::make_unique<SymmetricHeap>(*bootstrap, topology, cuda_device, heap_bytes, transport,
                                          bootstrap_timeout);
   allocator = std::make_unique<HeapAllocator>(device::detail::kReservedHeapBytes, heap->size());
+  // Every rank makes the same first allocation, so it lands at the same offset everywhere.
+  const std::size_t block_barrier_bytes = sizeof(std::uint64_t) *
+                                          device::detail::kBarrierMaxBlocks *
+                                          device::detail::channel_slots(topology.world_size);
+  block_barriers_offset = allocator->allocate(block_barrier_bytes);
+  block_barriers_bytes = allocator->bytes_in_use();
   if (debug_checks) check = std::make_unique<AllocationCheck>(*bootstrap);
 
   // Iris's own state (barrier epochs, flags) starts at zero on every rank before anyone uses it.
   IRIS_CUDA_CHECK(cudaMemsetAsync(heap->base(), 0, device::detail::kReservedHeapBytes, stream));
+  IRIS_CUDA_CHECK(
+      cudaMemsetAsync(heap->base() + block_barriers_offset, 0, block_barrier_bytes, stream));
   barrier();
   log(LogLevel::kInfo, "context ready: rank ", topology.rank, "/", topology.world_size, ", local ",
       topology.local_rank, "/", topology.local_world_size, ", GPU ", cuda_device, ", heap ",
@@ -295,9 +303,10 @@ HeapInfo Context::heap() const {
   info.stride = heap.stride();
   info.window = heap.window();
   info.transport = heap.transport();
-  info.reserved = device::detail::kReservedHeapBytes;
-  info.in_use = state_->allocator->bytes_in_use();
-  info.live_allocations = state_->allocator->live_count();
+  // The block barriers are Iris's own: reserved, not in use by the application.
+  info.reserved = device::detail::kReservedHeapBytes + state_->block_barriers_bytes;
+  info.in_use = state_->allocator->bytes_in_use() - state_->block_barriers_bytes;
+  info.live_allocations = state_->allocator->live_count() - 1;  // less the block barriers
   return info;
 }
 
@@ -307,9 +316,10 @@ bool Context::contains(const void* ptr) const {
 
 device::Context Context::device() const {
   const detail::SymmetricHeap& heap = *state_->heap;
-  return device::Context(rank(), world_size(), heap.base(), heap.size(), heap.stride(),
-                         heap.device_peer_bases(), state_->mailbox_device, state_->wait_timeout_ns,
-                         state_->debug_checks);
+  return device::Context(
+      rank(), world_size(), heap.base(), heap.size(), heap.stride(), heap.device_peer_bases(),
+      state_->mailbox_device, state_->wait_timeout_ns, state_->debug_checks,
+      reinterpret_cast<std::uint64_t*>(heap.base() + state_->block_barriers_offset));
 }
 
 void Context::barrier() {
@@ -331,11 +341,7 @@ Barriers Context::make_barriers(const iris::team& team, int count, std::source_l
     throw Error(Errc::kInvalidArgument,
                 describe() + ": " + std::to_string(count) + " channels; at least 1", 0, where);
   }
-  // Per channel: a line for the local epoch, then the arrival slots in whole 128-byte lines, so
-  // channels never share a line.
-  constexpr int kPerLine = device::detail::kSlotsPerLine;
-  const int per_channel =
-      device::detail::kEpochSlots + (team.size + kPerLine - 1) / kPerLine * kPerLine;
+  const int per_channel = device::detail::channel_slots(team.size);
   auto slots = zeros<std::uint64_t>(static_cast<std::size_t>(per_channel) * count, where);
   const device::Barriers handle(slots.data(), team, count, per_channel, rank());
   return Barriers(std::move(slots), handle);

@@ -36,7 +36,11 @@ class ContextState {
   cudaStream_t stream = nullptr;  // fills and copies
   std::unique_ptr<SymmetricHeap> heap;
   std::unique_ptr<HeapAllocator> allocator;
-  std::unique_ptr<AllocationCheck> check;          // null unless debug checks are on
+  std::unique_ptr<AllocationCheck> check;  // null unless debug checks are on
+  // The world's block-barrier object (barrier(block, ctx)): the heap's first allocation, at the
+  // same offset on every rank; it lives as long as the allocator.
+  std::size_t block_barriers_offset = 0;
+  std::size_t block_barriers_bytes = 0;            // what the allocator counts for it
   device::ErrorMailbox* mailbox = nullptr;         // host-pinned, mapped
   device::ErrorMailbox* mailbox_device = nullptr;  // the same, as the device sees it
   std::uint64_t wait_timeout_ns = 0;

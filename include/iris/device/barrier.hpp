@@ -122,10 +122,11 @@ template <synchronizable_group G>
 IRIS_DEVICE_FN void sync(G group, const Context& ctx, const Barriers& bars, int channel);
 
 /// World convenience: block b (linear block index, below 512) of this rank meets block b of
-/// every rank (up to 128 ranks; barrier objects have no limit). Every thread of the block calls
-/// it; every rank runs it the same number of times. Built on reserved channels, one per block
-/// index: a block must not be in two world block barriers at once (two kernels on different
-/// streams that both use block b); barrier objects have no such rule.
+/// every rank, any number of ranks. Every thread of the block calls it; every rank runs it the
+/// same number of times. It is sync() on channel b of a world barrier object that the host
+/// Context makes when it starts, so a block must not be in two world block barriers at once (two
+/// kernels on different streams that both use block b); barrier objects of your own have no
+/// such rule.
 ///   iris::device::barrier(iris::block{}, ctx);
 IRIS_DEVICE_FN void barrier(block, const Context& ctx);
 

@@ -52,10 +52,12 @@ class Context {
 
   /// Made by iris::Context::device(); applications do not call this. `peer_bases` is null when
   /// the heaps share one flat window (the normal case) and otherwise a device-visible table of
-  /// world_size heap bases (the cudaIpc fallback).
+  /// world_size heap bases (the cudaIpc fallback). `block_barriers` is this rank's state of the
+  /// world's block-barrier object (barrier(block, ctx)), heap memory the host Context made.
   IRIS_HOST_DEVICE Context(int rank, int world_size, std::byte* heap_base, std::size_t heap_size,
                            std::ptrdiff_t stride, std::byte* const* peer_bases,
-                           ErrorMailbox* mailbox, std::uint64_t wait_timeout_ns, bool debug_checks)
+                           ErrorMailbox* mailbox, std::uint64_t wait_timeout_ns, bool debug_checks,
+                           std::uint64_t* block_barriers = nullptr)
       : rank_(rank),
         world_size_(world_size),
         heap_base_(heap_base),
@@ -64,7 +66,8 @@ class Context {
         peer_bases_(peer_bases),
         mailbox_(mailbox),
         wait_timeout_ns_(wait_timeout_ns),
-        debug_checks_(debug_checks) {}
+        debug_checks_(debug_checks),
+        block_barriers_(block_barriers) {}
 
   IRIS_HOST_DEVICE int rank() const { return rank_; }
   IRIS_HOST_DEVICE int world_size() const { return world_size_; }
@@ -78,6 +81,8 @@ class Context {
   IRIS_HOST_DEVICE std::uint64_t wait_timeout_ns() const { return wait_timeout_ns_; }
   IRIS_HOST_DEVICE bool debug_checks() const { return debug_checks_; }
   IRIS_HOST_DEVICE ErrorMailbox* mailbox() const { return mailbox_; }
+  /// This rank's state of the world's block-barrier object, which barrier(block, ctx) uses.
+  IRIS_HOST_DEVICE std::uint64_t* block_barriers() const { return block_barriers_; }
 
   /// True when `ptr` points into this rank's heap.
   IRIS_HOST_DEVICE bool contains(const void* ptr) const {
@@ -147,6 +152,7 @@ class Context {
   ErrorMailbox* mailbox_ = nullptr;
   std::uint64_t wait_timeout_ns_ = 0;
   bool debug_checks_ = false;
+  std::uint64_t* block_barriers_ = nullptr;
 };
 
 static_assert(std::is_trivially_copyable_v<Context>,

@@ -16,8 +16,7 @@ using relaxed_sys = ptx<cuda::memory_order_relaxed, cuda::thread_scope_system>;
 // channel (kernel boundaries, or whatever synchronization hands the channel on, order the rest).
 using relaxed_cta = ptx<cuda::memory_order_relaxed, cuda::thread_scope_block>;
 
-/// World channel `index` (kGridChannel, kDeviceBarrierChannel, kFirstBlockChannel + b) of this
-/// rank's heap.
+/// World channel `index` (kGridChannel, kDeviceBarrierChannel) of this rank's heap.
 IRIS_DEVICE_FN IRIS_FORCEINLINE BarrierChannel* world_channel(const Context& ctx, int index) {
   return reinterpret_cast<BarrierChannel*>(
       reinterpret_cast<std::uint64_t*>(ctx.heap_base() + kWorldChannelsOffset) +
@@ -150,8 +149,8 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE void wait_on(G group, const Context& ctx, const 
   if (first == 0) relaxed_cta::store(state, token.epoch);
 }
 
-/// The calling block meets the world on a reserved channel (barrier(block), the grid barrier's
-/// block 0, device_barrier). Every thread of the block calls it.
+/// The calling block meets the world on a reserved channel (the grid barrier's block 0,
+/// device_barrier). Every thread of the block calls it.
 IRIS_DEVICE_FN inline void meet_ranks(const Context& ctx, BarrierChannel* channel,
                                       const char* operation) {
   const Barriers bars = world_barriers(ctx, channel, 1, operation);
@@ -213,9 +212,14 @@ IRIS_DEVICE_FN inline void barrier(block, const Context& ctx) {
                                   .expected = detail::kBarrierMaxBlocks,
                                   .observed = index});
   }
-  detail::meet_ranks(
-      ctx, detail::world_channel(ctx, detail::kFirstBlockChannel + static_cast<int>(index)),
-      "barrier(block)");
+  // Channel b of the world's block-barrier object, which the host Context made when it started.
+  const Barriers bars(ctx.block_barriers(), iris::team::world(ctx.world_size()),
+                      detail::kBarrierMaxBlocks, detail::channel_slots(ctx.world_size()),
+                      ctx.rank());
+  const int channel = static_cast<int>(index);
+  detail::wait_on(iris::block{}, ctx, bars,
+                  detail::arrive_on(iris::block{}, ctx, bars, channel, "barrier(block)"),
+                  "barrier(block)", detail::Awaited::kRank);
 }
 
 IRIS_DEVICE_FN inline void barrier(grid, const Context& ctx) {

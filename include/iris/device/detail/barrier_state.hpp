@@ -1,7 +1,10 @@
-// Where the world barriers (barrier(block, ctx), barrier(grid, ctx), Context::device_barrier)
-// keep their state: at the start of every rank's heap, inside the kReservedHeapBytes that the
-// host zeroes when it makes the heap. Barrier objects (iris::Context::make_barriers) keep theirs
-// in memory of their own, sized for their team. Not public.
+// Where the barriers keep their state. Not public.
+//
+// barrier(grid, ctx) and Context::device_barrier use world channels at the start of every rank's
+// heap, inside the kReservedHeapBytes that the host zeroes when it makes the heap. Barrier
+// objects (iris::Context::make_barriers) keep theirs in heap memory of their own, sized for their
+// team (channel_slots). barrier(block, ctx) is a barrier object too: the host Context makes one
+// for the world with kBarrierMaxBlocks channels when it starts, and block b uses channel b.
 //
 // Every barrier is an exchange of epochs over a *channel*: on every member's rank, a line with
 // the epoch this rank last completed on the channel (read and written only by the group of this
@@ -13,7 +16,6 @@
 //   then the world channels, world_channel_slots(world size) words each:
 //     kGridChannel                       block 0 of a grid barrier meets the other ranks here
 //     kDeviceBarrierChannel              iris::Context::device_barrier (host launched)
-//     kFirstBlockChannel + b             barrier(block, ctx) run by block b
 //
 // A world channel has arrival lines for the world's size, and never fewer than four (64 ranks):
 // up to 64 ranks every line sits where it sat when the world barriers stopped at 64 ranks. Where
@@ -29,9 +31,11 @@
 
 namespace iris::device::detail {
 
-/// World size up to which the world barriers have arrival slots (barrier objects have no limit).
+/// World size up to which the reserved world channels (barrier(grid, ctx), device_barrier) have
+/// arrival slots; barrier objects, barrier(block, ctx) included, have no limit.
 inline constexpr int kBarrierMaxRanks = 128;
-/// Blocks (linear block index) that may run barrier(block, ctx).
+/// Blocks (linear block index) that may run barrier(block, ctx): the channels of the world's
+/// block-barrier object.
 inline constexpr int kBarrierMaxBlocks = 512;
 
 /// One 128-byte line per independently written word.
@@ -51,6 +55,12 @@ IRIS_HOST_DEVICE constexpr int world_channel_slots(int world) {
   return kEpochSlots + (lines < 4 ? 4 : lines) * kSlotsPerLine;
 }
 
+/// Words of one channel of a barrier object for a team of `team_size` ranks: the epoch line,
+/// then the arrival slots in whole lines, so that channels never share a line.
+IRIS_HOST_DEVICE constexpr int channel_slots(int team_size) {
+  return kEpochSlots + (team_size + kSlotsPerLine - 1) / kSlotsPerLine * kSlotsPerLine;
+}
+
 /// A world channel's first word (its local epoch); world_barriers() views it as a Barriers.
 struct BarrierChannel {
   std::uint64_t epoch;
@@ -66,8 +76,7 @@ struct alignas(kLine) GridBarrierCounters {
 /// The world channels, in order after the grid counters.
 inline constexpr int kGridChannel = 0;
 inline constexpr int kDeviceBarrierChannel = 1;
-inline constexpr int kFirstBlockChannel = 2;
-inline constexpr int kWorldChannels = kFirstBlockChannel + kBarrierMaxBlocks;
+inline constexpr int kWorldChannels = 2;
 
 /// Heap offset of the grid counters, then of the first world channel (the same on every rank).
 inline constexpr std::size_t kBarrierStateOffset = 0;
