@@ -98,8 +98,9 @@ quick=0
 # The numbered examples check their results (non-zero exit when wrong) and print a speed.
 run_example() {
   local n=$1 example=$2
-  echo "== ${example##*/} -n $n"
-  build/tools/iris-run -n "$n" --timeout 120 -- "$example" || echo "FAILED: ${example##*/} -n $n (exit $?)"
+  shift 2
+  echo "== ${example##*/} -n $n $*"
+  build/tools/iris-run -n "$n" --timeout 120 -- "$example" "$@" || echo "FAILED: ${example##*/} -n $n (exit $?)"
 }
 {
   echo "== demo"; build/tools/iris-run -n 4 --timeout 60 -- build/examples/example_00_hello
@@ -114,6 +115,21 @@ run_example() {
       bench 8 bench_gemm_allreduce_rmsnorm --quick
     fi
     for example in build/examples/example_1[0-9]_*; do run_example 4 "$example"; done
+    # Per-tile traces of the fused patterns (Chrome/Perfetto JSON; scripts/plot_trace.py draws
+    # them): all-scatter fused sequential, producer-consumer and workgroup-specialized, GEMM +
+    # reduce-scatter fused, GEMM + all-reduce one-shot.
+    mkdir -p "$out/traces"
+    for example in 11_gemm_all_scatter_fused_sequential 12_gemm_all_scatter_producer_consumer \
+                   15_gemm_all_scatter_workgroup_specialized; do
+      [ -x "build/examples/example_$example" ] && run_example 4 "build/examples/example_$example" \
+        --m 4096 --n 2048 --k 256 --trace "$out/traces/${example#*_}_n4.json"
+    done
+    [ -x build/examples/example_14_gemm_reduce_scatter ] && run_example 4 \
+      build/examples/example_14_gemm_reduce_scatter --m 4096 --n 2048 --k 64 \
+      --trace "$out/traces/gemm_reduce_scatter_n4.json"
+    [ -x build/examples/example_16_gemm_all_reduce ] && run_example 4 \
+      build/examples/example_16_gemm_all_reduce --m 2048 --n 2048 --k 64 \
+      --trace "$out/traces/gemm_all_reduce_n4.json"
     bench 2 bench_ccl_bench --max-bytes 64M --samples 3
     bench 8 bench_ccl_bench --min-bytes 8 --max-bytes 64K --samples 5 --collectives all_reduce
     bench 2 bench_rma_bandwidth

@@ -8,7 +8,8 @@
 // bulk-synchronous pattern (GEMM, then iris::ccl reduce_scatter) runs too and must agree.
 // Small-integer data, so every bf16 result is exact; exits non-zero when an element is wrong.
 //
-//   iris-run -n 4 ./example_14_gemm_reduce_scatter [--m 2048 --n 1024 --k 32]   (k per rank)
+//   iris-run -n 4 ./example_14_gemm_reduce_scatter [--m 2048 --n 1024 --k 32] [--trace trace.json]
+//   (k per rank; --trace: the fused run's tiles and reductions, merged over the ranks)
 #include <cuda_bf16.h>
 
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "common/ops_example.hpp"
 #include "iris/iris.hpp"
 #include "iris/ops/gemm_reduce_scatter.hpp"
+#include "iris/ops/trace.hpp"
 
 namespace {
 
@@ -28,6 +30,7 @@ int run(int argc, char** argv) {
   const int n = static_cast<int>(example::number_arg(argc, argv, "--n", 1024));
   // k * world <= 256 keeps every sum exact in bf16.
   const int k = static_cast<int>(example::number_arg(argc, argv, "--k", 32));
+  const char* trace_path = example::string_arg(argc, argv, "--trace");
   __nv_bfloat16 *a, *b;
   IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(*a) * m * k));
   IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));
@@ -47,11 +50,21 @@ int run(int argc, char** argv) {
   cudaStream_t stream;
   IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
+  iris::ops::Tracer tracer;
+
   bool all_right = true;
   for (auto pattern : {iris::ops::ReduceScatterPattern::kFusedSequential,
                        iris::ops::ReduceScatterPattern::kBulkSynchronous}) {
-    const iris::ops::GemmReduceScatterArguments args{
-        .m = m, .n = n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern};
+    const bool traced =
+        trace_path != nullptr && pattern == iris::ops::ReduceScatterPattern::kFusedSequential;
+    const iris::ops::GemmReduceScatterArguments args{.m = m,
+                                                     .n = n,
+                                                     .k = k,
+                                                     .a = a,
+                                                     .b = b,
+                                                     .c = c.data(),
+                                                     .pattern = pattern,
+                                                     .trace = traced ? &tracer : nullptr};
     const std::string name(iris::ops::to_string(pattern));
     if (auto status = iris::ops::GemmReduceScatter::can_implement(ctx, args); !status)
       return example::cannot_run(rank, name, status);
@@ -62,6 +75,10 @@ int run(int argc, char** argv) {
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
     all_right &= example::check_c(rank, name, c.to_host(), want, "my rows of C are correct");
     ctx.barrier();
+    if (traced) {
+      tracer.write_json(ctx, trace_path);
+      if (rank == 0) std::printf("trace of the fused run: %s\n", trace_path);
+    }
     example::print_time(
         rank, stream, [&](long) { op.run(stream); },
         example::text("M %d, N %d, K %d x %d ranks", m, n, k, world), "GEMM + reduce-scatter",

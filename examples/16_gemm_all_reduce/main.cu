@@ -24,12 +24,6 @@
 
 namespace {
 
-const char* string_arg(int argc, char** argv, const char* flag) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == flag) return argv[i + 1];
-  return nullptr;
-}
-
 int run(int argc, char** argv) {
   auto ctx = iris::Context::from_env();
   const int world = ctx.world_size(), rank = ctx.rank();
@@ -37,7 +31,7 @@ int run(int argc, char** argv) {
   const int n = static_cast<int>(example::number_arg(argc, argv, "--n", 1024));
   // k * world <= 256 keeps every sum exact in bf16.
   const int k = static_cast<int>(example::number_arg(argc, argv, "--k", 32));
-  const char* trace_path = string_arg(argc, argv, "--trace");
+  const char* trace_path = example::string_arg(argc, argv, "--trace");
   __nv_bfloat16 *a, *b;
   IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(*a) * m * k));
   IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(*b) * n * k));

@@ -129,6 +129,13 @@ inline double number_arg(int argc, char** argv, const char* flag, double fallbac
   return fallback;
 }
 
+/// The word after `flag` in argv (`--trace trace.json`), or null.
+inline const char* string_arg(int argc, char** argv, const char* flag) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], flag) == 0) return argv[i + 1];
+  return nullptr;
+}
+
 /// Checks `got[i] == want(i)` for every element; when some differ, prints "rank R: N of M
 /// <what> are WRONG (first at index I)" and returns false.
 template <class T, class Want>
