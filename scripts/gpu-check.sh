@@ -124,6 +124,10 @@ run_example() {
       [ -x "build/examples/example_$example" ] && run_example 4 "build/examples/example_$example" \
         --m 4096 --n 2048 --k 256 --trace "$out/traces/${example#*_}_n4.json"
     done
+    # One rank, K small: what the tile-store epilogue costs per tile when nothing leaves the GPU.
+    [ -x build/examples/example_11_gemm_all_scatter_fused_sequential ] && run_example 1 \
+      build/examples/example_11_gemm_all_scatter_fused_sequential --m 16384 --n 4096 --k 256 \
+      --trace "$out/traces/gemm_all_scatter_fused_sequential_n1.json"
     [ -x build/examples/example_14_gemm_reduce_scatter ] && run_example 4 \
       build/examples/example_14_gemm_reduce_scatter --m 4096 --n 2048 --k 64 \
       --trace "$out/traces/gemm_reduce_scatter_n4.json"
