@@ -60,10 +60,13 @@ struct PlainGemm {
 };
 
 /// D = A * B^T with the tile-store epilogue: every tile to every receiver, per-tile flags.
+/// Four column passes of 64: the 128 accumulators stay live across the passes, and with a
+/// pass's 16-byte units on top, two passes of 128 columns spilled registers (ptxas -v); four
+/// do not, and their staging tile (18 KiB) leaves the mainloop its four stages.
 template <class ElementAB, class ElementD>
 struct TileStoreGemm {
   using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
-      TileStoreEpilogue<ElementD, TileShape, 2>>;
+      TileStoreEpilogue<ElementD, TileShape, 4>>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
                                                       MainloopFor<ElementAB, Epilogue>, Epilogue,
                                                       cutlass::gemm::PersistentScheduler>;
