@@ -1,7 +1,8 @@
-// iris::ops::AllGatherGemm: the host op. Both patterns compose what exists: iris::ccl's
-// all_gather and barrier, the copy engines, and the plain bf16 GEMM (one runner per shard for
-// producer-consumer); no kernel of its own but the one that resolves the peers' shard addresses
-// once in initialize().
+// iris::ops::AllGatherGemm: the host op. The patterns compose what exists: iris::ccl's
+// all_gather and barrier, the copy engines, the plain bf16 GEMM (one runner per shard for
+// producer-consumer) and the shard-waiting GEMM (fused-mainloop); no kernels of their own but
+// the one that resolves the peers' shard addresses once in initialize() and the one that counts
+// the fused-mainloop runs.
 #include "iris/ops/all_gather_gemm.hpp"
 
 #include <cuda_bf16.h>
@@ -14,6 +15,7 @@
 #include "iris/host/error.hpp"
 #include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
+#include "iris/ops/detail/shard_wait.hpp"
 
 namespace iris::ops {
 
@@ -25,6 +27,8 @@ std::string_view to_string(AllGatherPattern pattern) noexcept {
       return "bulk_synchronous";
     case AllGatherPattern::kProducerConsumer:
       return "producer_consumer";
+    case AllGatherPattern::kFusedMainloop:
+      return "fused_mainloop";
   }
   return "?";
 }
@@ -43,6 +47,12 @@ __global__ void shard_addresses(const __grid_constant__ iris::device::Context ct
     out[q] = ctx.translate(shard, team.world_rank(q));
 }
 
+/// Fused-mainloop: this run's number, one more than the last (graph replays count too: the
+/// number lives here, not in the captured copies that write it into the shards' flags).
+__global__ void next_epoch(std::uint64_t* epoch) {
+  *epoch += 1;
+}
+
 struct AllGatherState {
   Context* ctx = nullptr;
   AllGatherGemmArguments args{};
@@ -54,7 +64,11 @@ struct AllGatherState {
   Buffer<AgElement> gathered;                     // M x K: shard q at rows q * rows
   // Bulk-synchronous: one GEMM of all rows. Producer-consumer: one per shard, team order.
   std::vector<std::unique_ptr<GemmRunner>> gemms;
-  std::vector<const AgElement*> peer_shards;  // producer-consumer: member q's shard, here
+  std::vector<const AgElement*> peer_shards;  // member q's shard, here (not bulk-synchronous)
+  // Fused-mainloop: one GEMM of all rows whose mainloop waits for each shard's flag.
+  std::unique_ptr<ShardWaitGemm> waiting;
+  Buffer<std::uint64_t> shard_flags;  // [flag of shard q: team.size][epoch: 1], symmetric
+  std::uint64_t* epoch() const { return shard_flags.data() + team.size; }
   cudaStream_t comm_stream = nullptr;
   cudaEvent_t fork = nullptr, joined = nullptr;
   std::vector<cudaEvent_t> arrived;  // per shard
@@ -162,17 +176,35 @@ void AllGatherGemm::initialize(const AllGatherGemmArguments& args, void*, cudaSt
   const std::int64_t shard = std::int64_t{s.rows} * args.k;
 
   s.gemms.clear();
+  s.waiting = {};
   if (s.pattern == AllGatherPattern::kBulkSynchronous) {
     s.gemms.push_back(detail::make_gemm(DType::kBF16, DType::kBF16));
     s.gemms[0]->initialize(detail::rows_gemm(args, s.gathered.data(), 0, args.m), nullptr, nullptr,
                            stream);
     return;
   }
-  for (int q = 0; q < s.team.size; ++q) {
-    const void* a = q == s.me ? args.a : static_cast<const void*>(s.gathered.data() + q * shard);
-    s.gemms.push_back(detail::make_gemm(DType::kBF16, DType::kBF16));
-    s.gemms.back()->initialize(detail::rows_gemm(args, a, q * s.rows, s.rows), nullptr, nullptr,
-                               stream);
+  if (s.pattern == AllGatherPattern::kFusedMainloop) {
+    // Collective over the world, like the gathered A above.
+    detail::ensure_zeros(ctx, s.shard_flags, std::size_t(s.team.size) + 1);
+    s.waiting = detail::make_shard_wait_gemm_bf16();
+    const GemmArguments g = detail::rows_gemm(args, s.gathered.data(), 0, args.m);
+    if (auto status = s.waiting->can_implement(g); !status)
+      throw Error(Errc::kInvalidArgument, "iris::ops::AllGatherGemm: " + status.message);
+    detail::ShardWait wait{};
+    wait.ctx = ctx.device();
+    wait.flags = s.shard_flags.data();
+    wait.epoch = s.epoch();
+    wait.rows = s.rows;
+    wait.shards = s.team.size;
+    wait.first_shard = s.me;
+    s.waiting->initialize(g, wait, stream);
+  } else {
+    for (int q = 0; q < s.team.size; ++q) {
+      const void* a = q == s.me ? args.a : static_cast<const void*>(s.gathered.data() + q * shard);
+      s.gemms.push_back(detail::make_gemm(DType::kBF16, DType::kBF16));
+      s.gemms.back()->initialize(detail::rows_gemm(args, a, q * s.rows, s.rows), nullptr, nullptr,
+                                 stream);
+    }
   }
   // The members' shards in this process's address space, once.
   const detail::AgElement** addresses = nullptr;
@@ -196,13 +228,39 @@ void AllGatherGemm::initialize(const AllGatherGemmArguments& args, void*, cudaSt
 
 void AllGatherGemm::run(cudaStream_t stream) {
   auto& s = *state_;
-  if (s.gemms.empty())
+  if (s.gemms.empty() && !s.waiting)
     throw Error(Errc::kInvalidArgument, "iris::ops::AllGatherGemm::run before initialize");
   const std::size_t shard = std::size_t(s.rows) * s.args.k;
   if (s.pattern == AllGatherPattern::kBulkSynchronous) {
     s.comm->all_gather(s.gathered.data(), static_cast<const detail::AgElement*>(s.args.a), shard,
                        stream);
     s.gemms[0]->run(stream);
+    return;
+  }
+  const std::size_t shard_bytes = shard * sizeof(detail::AgElement);
+  if (s.pattern == AllGatherPattern::kFusedMainloop) {
+    // This run's number first; then the team barrier (every member's shard is ready) on
+    // `stream`, before the GEMM: the GEMM's waiting CTAs hold every SM, so nothing that its
+    // flags depend on may need one. After the fork only the copy engines feed the flags.
+    detail::next_epoch<<<1, 1, 0, stream>>>(s.epoch());
+    IRIS_CUDA_CHECK(cudaGetLastError());
+    if (s.team.size > 1) s.comm->barrier(stream);
+    IRIS_CUDA_CHECK(cudaEventRecord(s.fork, stream));
+    IRIS_CUDA_CHECK(cudaStreamWaitEvent(s.comm_stream, s.fork, 0));
+    // The local shard, then the peers' from rank + 1 on; each copy is followed (stream order: the
+    // next copy starts once the last one's writes are done) by the copy of this run's number
+    // into the shard's flag, which the GEMM's mainloop waits for.
+    for (int j = 0; j < s.team.size; ++j) {
+      const int q = (s.me + j) % s.team.size;
+      IRIS_CUDA_CHECK(cudaMemcpyAsync(s.gathered.data() + q * shard, s.peer_shards[q], shard_bytes,
+                                      cudaMemcpyDeviceToDevice, s.comm_stream));
+      IRIS_CUDA_CHECK(cudaMemcpyAsync(s.shard_flags.data() + q, s.epoch(), sizeof(std::uint64_t),
+                                      cudaMemcpyDeviceToDevice, s.comm_stream));
+    }
+    IRIS_CUDA_CHECK(cudaEventRecord(s.joined, s.comm_stream));
+    s.waiting->run(stream);
+    IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.joined, 0));  // join (graphs need it)
+    if (s.team.size > 1) s.comm->barrier(stream);  // every member has read this rank's shard
     return;
   }
   // Fork: the communication stream starts after everything queued on `stream` so far (this
@@ -214,9 +272,8 @@ void AllGatherGemm::run(cudaStream_t stream) {
     s.comm->barrier(s.comm_stream);  // every member's shard is ready
     for (int j = 1; j < s.team.size; ++j) {
       const int q = (s.me + j) % s.team.size;
-      IRIS_CUDA_CHECK(cudaMemcpyAsync(s.gathered.data() + q * shard, s.peer_shards[q],
-                                      shard * sizeof(detail::AgElement), cudaMemcpyDeviceToDevice,
-                                      s.comm_stream));
+      IRIS_CUDA_CHECK(cudaMemcpyAsync(s.gathered.data() + q * shard, s.peer_shards[q], shard_bytes,
+                                      cudaMemcpyDeviceToDevice, s.comm_stream));
       IRIS_CUDA_CHECK(cudaEventRecord(s.arrived[q], s.comm_stream));
     }
     s.comm->barrier(s.comm_stream);  // every member has read this rank's shard

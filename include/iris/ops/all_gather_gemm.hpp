@@ -10,7 +10,8 @@
 //   op.initialize({.m = m, .n = n, .k = k, .a = a.data(), .b = w, .c = out});  // collective
 //   op.run(stream);            // stream-ordered; when it completes here, out holds all of C
 //
-// Patterns (AllGatherPattern), each also in examples/17_all_gather_gemm:
+// Patterns (AllGatherPattern), the first two also in examples/17_all_gather_gemm, the third in
+// examples/19_all_gather_gemm_fused_mainloop:
 //
 //   bulk-synchronous   iris::ccl all_gather of the shards into a symmetric M x K buffer, then
 //                      one GEMM of all of it
@@ -25,11 +26,26 @@
 //          member 1 of 3:   stream:  GEMM(A_1)  wait e_2 GEMM(A_2)  wait e_0 GEMM(A_0)
 //                           comm:    barrier  copy A_2 -> e_2  copy A_0 -> e_0  barrier
 //
+//   fused-mainloop     one persistent GEMM of all M rows over the gathered A, whose mainloop
+//                      waits per tile: before the producer warp loads a tile's A rows, it waits
+//                      (bounded) for the flag of every shard that holds them. On `stream`: count
+//                      the run, a team barrier (every member's shard is ready), then the GEMM.
+//                      On a communication stream forked after the barrier: the copy engines
+//                      copy the local shard into the gathered A, then pull the peers' shards in
+//                      the order rank + 1, rank + 2, ..., each copy followed by a copy of the
+//                      run's number into that shard's flag. The GEMM visits its tiles shard by
+//                      shard in the same order, the local shard's first. One launch instead of
+//                      one per shard, and no host-visible event between them; the copy engines
+//                      take no SMs, so the waiting GEMM cannot starve what it waits for.
+//
+//          member 1 of 3:   stream:  count  barrier  GEMM(A, tiles of A_1, A_2, A_0)  barrier
+//                           comm:             copy A_1 -> f_1  copy A_2 -> f_2  copy A_0 -> f_0
+//
 // Numbers: each element of C is one GEMM's dot product over all of K (fp32 accumulation, one
-// rounding to bf16), so both patterns give the same bits, on every run.
+// rounding to bf16), so every pattern gives the same bits, on every run.
 //
 // Completion: when run() completes on `stream`, all of C is in c, and every member has finished
-// reading this rank's shard (the producer-consumer pattern ends its communication with a second
+// reading this rank's shard (the producer-consumer and fused-mainloop patterns end with a second
 // team barrier; the all_gather ends with its exit exchange), so the caller may overwrite the
 // shard for the next run. The shard must be complete on `stream` when run() is called.
 //
@@ -61,9 +77,13 @@ enum class AllGatherPattern {
   kAuto,
   kBulkSynchronous,   ///< iris::ccl all_gather of A, then one GEMM
   kProducerConsumer,  ///< GEMM per shard, local first, while the copy engines pull the peers'
+  /// one GEMM whose mainloop waits per tile for the shard flag of its A rows, while the copy
+  /// engines pull the peers' shards and raise their flags (never chosen by kAuto: not yet
+  /// measured)
+  kFusedMainloop,
 };
 
-/// "auto", "bulk_synchronous", "producer_consumer".
+/// "auto", "bulk_synchronous", "producer_consumer", "fused_mainloop".
 std::string_view to_string(AllGatherPattern pattern) noexcept;
 
 struct AllGatherGemmArguments {
@@ -102,8 +122,9 @@ class AllGatherGemm {
   /// The pattern kAuto resolves to for these arguments on this team (never kAuto).
   static AllGatherPattern choose(const Context& ctx, const AllGatherGemmArguments& args);
 
-  /// Binds the arguments, resolves the pattern, allocates the gathered A (symmetric, zeroed) and
-  /// the communication stream and events. Collective over the whole world of `ctx`. Throws
+  /// Binds the arguments, resolves the pattern, allocates the gathered A (symmetric, zeroed),
+  /// the fused-mainloop pattern's shard flags (symmetric), and the communication stream and
+  /// events. Collective over the whole world of `ctx`. Throws
   /// iris::Error(kInvalidArgument) with can_implement's sentence.
   void initialize(const AllGatherGemmArguments& args, void* workspace = nullptr,
                   cudaStream_t stream = nullptr);
@@ -114,8 +135,8 @@ class AllGatherGemm {
   /// The pattern initialize() chose (never kAuto).
   AllGatherPattern pattern() const;
   /// The gathered A (M x K, row-major; shard q at rows q * M / W): after a run, every member's
-  /// shard, this rank's own included only in the bulk-synchronous pattern (producer-consumer
-  /// multiplies the local shard where it is).
+  /// shard, this rank's own included in the bulk-synchronous and fused-mainloop patterns
+  /// (producer-consumer multiplies the local shard where it is).
   const void* gathered_a() const;
 
  private:
