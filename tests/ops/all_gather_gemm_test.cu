@@ -4,7 +4,8 @@
 // Runs follow each other on the stream with the shard refreshed before each (another seed each
 // run, one member late each time), so a run must multiply this run's shard of every member, and
 // no member may overwrite its shard while a peer still pulls it; runs are replayed from a CUDA
-// graph into a cleared C. On data whose dot products round, both patterns agree bit for bit.
+// graph into a cleared C (the fused-mainloop pattern 20 times: its shard flags count runs, and
+// replays must count too). On data whose dot products round, every pattern agrees bit for bit.
 #include <cuda_bf16.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -76,7 +77,8 @@ iris::ops::AllGatherGemmArguments arguments(const Problem& p, const ShardOperand
                                                            team);
 }
 
-void run_pattern(AllGatherPattern pattern, const Problem& p, iris::team team = {0, 0, 1}) {
+void run_pattern(AllGatherPattern pattern, const Problem& p, iris::team team = {0, 0, 1},
+                 int replays = 3) {
   iris::Context& ctx = context();
   if (team.size == 0) team = iris::team::world(ctx.world_size());
   SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m) +
@@ -92,7 +94,7 @@ void run_pattern(AllGatherPattern pattern, const Problem& p, iris::team team = {
 
   // Back-to-back runs, each on a fresh shard, one member late each time; each run's C is kept
   // (copied on the stream) and checked at the end.
-  constexpr int kRuns = 3, kReplays = 3;
+  constexpr int kRuns = 3;
   {
     const RunCopies<__nv_bfloat16> kept(count, kRuns);
     for (int r = 0; r < kRuns; ++r) {
@@ -110,7 +112,7 @@ void run_pattern(AllGatherPattern pattern, const Problem& p, iris::team team = {
   // Clear C, then only graph replays fill it again (the last run's shards). The graph holds
   // the refill too: replays keep overwriting the shard that peers pull.
   ASSERT_NO_FATAL_FAILURE(clear_everywhere(ctx, x.c, sizeof(__nv_bfloat16) * count));
-  ASSERT_NO_FATAL_FAILURE(replay_graph(ctx, stream, kReplays, [&](cudaStream_t s) {
+  ASSERT_NO_FATAL_FAILURE(replay_graph(ctx, stream, replays, [&](cudaStream_t s) {
     x.refill(kRuns - 1, false, s);
     op.run(s);
   }));
@@ -145,6 +147,16 @@ TEST(AllGatherGemm, ProducerConsumer) {
   run_pattern(AllGatherPattern::kProducerConsumer, larger(world));
 }
 
+// One GEMM whose mainloop waits per tile for its shards: shards that tiles straddle (75, 150 or
+// 300 rows), one tile row per shard, three; 20 graph replays each.
+TEST(AllGatherGemm, FusedMainloop) {
+  const int world = context().world_size();
+  constexpr int kReplays = 20;
+  run_pattern(AllGatherPattern::kFusedMainloop, ragged(world), {0, 0, 1}, kReplays);
+  run_pattern(AllGatherPattern::kFusedMainloop, aligned(world), {0, 0, 1}, kReplays);
+  run_pattern(AllGatherPattern::kFusedMainloop, larger(world), {0, 0, 1}, kReplays);
+}
+
 // Two teams at once, each half of the world (from 4 ranks): each gathers its own members only.
 TEST(AllGatherGemm, HalvesOfTheWorld) {
   iris::Context& ctx = context();
@@ -154,6 +166,7 @@ TEST(AllGatherGemm, HalvesOfTheWorld) {
   const Problem p{256 * team.size, 264, 64};
   run_pattern(AllGatherPattern::kProducerConsumer, p, team);
   run_pattern(AllGatherPattern::kBulkSynchronous, p, team);
+  run_pattern(AllGatherPattern::kFusedMainloop, p, team);
 }
 
 TEST(AllGatherGemm, AutoFollowsItsRule) {
@@ -173,10 +186,12 @@ TEST(AllGatherGemm, AutoFollowsItsRule) {
   EXPECT_EQ(Op::choose(ctx, args), AllGatherPattern::kBulkSynchronous);
   args.pattern = AllGatherPattern::kProducerConsumer;  // what is asked is taken
   EXPECT_EQ(Op::choose(ctx, args), AllGatherPattern::kProducerConsumer);
+  args.pattern = AllGatherPattern::kFusedMainloop;
+  EXPECT_EQ(Op::choose(ctx, args), AllGatherPattern::kFusedMainloop);
   run_pattern(AllGatherPattern::kAuto, aligned(world));
 }
 
-// Rounding data: each element is one GEMM's dot product over all of K in both patterns.
+// Rounding data: each element is one GEMM's dot product over all of K in every pattern.
 TEST(AllGatherGemm, PatternsAgreeWhereDotsRound) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -184,7 +199,8 @@ TEST(AllGatherGemm, PatternsAgreeWhereDotsRound) {
   const Problem p{256 * world, 512, 1024};
   ShardOperands x(ctx, p, team, true);
   std::vector<std::vector<__nv_bfloat16>> results;
-  for (auto pattern : {AllGatherPattern::kProducerConsumer, AllGatherPattern::kBulkSynchronous}) {
+  for (auto pattern : {AllGatherPattern::kProducerConsumer, AllGatherPattern::kBulkSynchronous,
+                       AllGatherPattern::kFusedMainloop}) {
     iris::ops::AllGatherGemm op(ctx);
     op.initialize(arguments(p, x, pattern, team));
     op.run();
@@ -200,6 +216,8 @@ TEST(AllGatherGemm, PatternsAgreeWhereDotsRound) {
   EXPECT_GT(nonzero, count / 2) << "the data should give mostly non-zero products";
   EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), count * sizeof(__nv_bfloat16)), 0)
       << "rank " << ctx.rank() << ": producer-consumer and bulk-synchronous differ";
+  EXPECT_EQ(std::memcmp(results[0].data(), results[2].data(), count * sizeof(__nv_bfloat16)), 0)
+      << "rank " << ctx.rank() << ": producer-consumer and fused-mainloop differ";
 }
 
 TEST(AllGatherGemm, CanImplementRefusesWhatItCannotRun) {
