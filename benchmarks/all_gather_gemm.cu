@@ -2,11 +2,11 @@
 // and its own weights; every rank multiplies all M rows, M x K by K x N_r.
 //
 // Per shape: cuBLAS's GEMM of all rows alone (the compute floor), the baseline iris::ccl
-// all_gather + cuBLAS GEMM, and each pattern of iris::ops::AllGatherGemm. Shapes: Flux's
-// M = 4096, K = 12288, N = 49152 split over the ranks (N_r = N / W), and the PyTorch
-// symmetric-memory recipe's N = 3584, K = 8192 with M = 4096 and 16384 (N per rank). Times are
-// the slowest rank's median. NCCL is not run (it refuses ranks that share a GPU); the table says
-// so.
+// all_gather + cuBLAS GEMM, and each pattern of iris::ops::AllGatherGemm (bulk-synchronous,
+// producer-consumer, fused-mainloop). Shapes: Flux's M = 4096, K = 12288, N = 49152 split over
+// the ranks (N_r = N / W), and the PyTorch symmetric-memory recipe's N = 3584, K = 8192 with
+// M = 4096 and 16384 (N per rank). Times are the slowest rank's median. NCCL is not run (it
+// refuses ranks that share a GPU); the table says so.
 //
 //   iris-run -n 4 ./bench_all_gather_gemm [--quick] [--json all_gather_gemm_n4.json] [--samples 10]
 //   --quick: the recipe's M = 4096 only, 5 samples (a few seconds)
@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
     row.number("ccl+cublas_ms", baseline);
     double best = 0;
     for (auto pattern : {iris::ops::AllGatherPattern::kBulkSynchronous,
-                         iris::ops::AllGatherPattern::kProducerConsumer}) {
+                         iris::ops::AllGatherPattern::kProducerConsumer,
+                         iris::ops::AllGatherPattern::kFusedMainloop}) {
       iris::ops::AllGatherGemm op(ctx);
       op.initialize(
           {.m = s.m, .n = s.n, .k = s.k, .a = shard.data(), .b = b, .c = c, .pattern = pattern});

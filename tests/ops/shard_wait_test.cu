@@ -131,9 +131,8 @@ struct ShardGemm {
       delay<<<1, 1, 0, copies>>>(20'000'000);  // 20 ms: the GEMM is waiting by then
       CHECK_CUDA(cudaGetLastError());
       const std::size_t offset = std::size_t(q) * kRows * kK;
-      CHECK_CUDA(cudaMemcpyAsync(a + offset, source + offset,
-                                 sizeof(__nv_bfloat16) * kRows * kK, cudaMemcpyDeviceToDevice,
-                                 copies));
+      CHECK_CUDA(cudaMemcpyAsync(a + offset, source + offset, sizeof(__nv_bfloat16) * kRows * kK,
+                                 cudaMemcpyDeviceToDevice, copies));
       CHECK_CUDA(cudaMemcpyAsync(flags.data() + q, epoch(), sizeof(std::uint64_t),
                                  cudaMemcpyDeviceToDevice, copies));
     }

@@ -22,7 +22,7 @@ namespace iris::ops::detail {
 /// once flags[q] >= *epoch for every shard q its rows touch. *epoch is read once per CTA, when
 /// the CTA's first tile is loaded: whatever writes it must precede the launch in stream order.
 struct ShardWait {
-  iris::device::Context ctx{};        ///< this rank's: the wait's timeout and report
+  iris::device::Context ctx{};           ///< this rank's: the wait's timeout and report
   const std::uint64_t* flags = nullptr;  ///< one per shard, raised (not reset) run after run
   const std::uint64_t* epoch = nullptr;  ///< this run's number
   int rows = 0;                          ///< rows per shard (> 0)

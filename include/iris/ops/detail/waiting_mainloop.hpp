@@ -101,8 +101,8 @@ struct WaitingMainloop : Mainloop {
     tile.k_tiles = k_tile_count;
     hook_(params.hook, tile);
     fence_proxy_async_global();
-    Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter,
-               k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
+    Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count,
+               thread_idx, block_rank_in_cluster, shared_tensors);
   }
 
  private:
@@ -142,7 +142,8 @@ struct ShardReadyHook {
       have_epoch_ = true;
     }
     const int first = static_cast<int>(r0 / p.rows), last = static_cast<int>((r1 - 1) / p.rows);
-    using Acquire = iris::device::detail::ptx<cuda::memory_order_acquire, cuda::thread_scope_system>;
+    using Acquire =
+        iris::device::detail::ptx<cuda::memory_order_acquire, cuda::thread_scope_system>;
     for (int q = first; q <= last; ++q) {
       const std::uint64_t bit = q < 64 ? std::uint64_t{1} << q : 0;
       if ((ready_ & bit) != 0) continue;
@@ -234,9 +235,9 @@ class ShardOrderScheduler : public cutlass::gemm::kernel::detail::PersistentTile
     if (info.is_valid() && first_cluster_m_ != 0) {
       const auto clusters_m = static_cast<std::int32_t>(scheduler_params.problem_tiles_m_);
       const std::int32_t cluster = info.M_idx / kClusterM, within = info.M_idx % kClusterM;
-      info.M_idx = ((cluster + static_cast<std::int32_t>(first_cluster_m_)) % clusters_m) *
-                       kClusterM +
-                   within;
+      info.M_idx =
+          ((cluster + static_cast<std::int32_t>(first_cluster_m_)) % clusters_m) * kClusterM +
+          within;
     }
     return info;
   }
@@ -268,8 +269,7 @@ namespace cutlass::gemm::kernel::detail {
 template <class ArchTag, class TileShape, class ClusterShape, uint32_t Stages, class Problem>
 struct TileSchedulerSelector<iris::ops::detail::ShardOrderSchedulerTag, ArchTag, TileShape,
                              ClusterShape, Stages, Problem> {
-  using Scheduler =
-      iris::ops::detail::ShardOrderScheduler<cute::size<0>(ClusterShape{})>;
+  using Scheduler = iris::ops::detail::ShardOrderScheduler<cute::size<0>(ClusterShape{})>;
 };
 }  // namespace cutlass::gemm::kernel::detail
 
@@ -280,8 +280,8 @@ namespace iris::ops::detail {
 template <class ElementAB, class ElementD>
 struct ShardWaitConfig {
   using Epilogue = typename PlainGemm<ElementAB, ElementD>::Epilogue;
-  using Mainloop = WaitingMainloop<MainloopFor<ElementAB, Epilogue>,
-                                   ShardReadyHook<cute::size<0>(TileShape{})>>;
+  using Mainloop =
+      WaitingMainloop<MainloopFor<ElementAB, Epilogue>, ShardReadyHook<cute::size<0>(TileShape{})>>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop,
                                                       Epilogue, ShardOrderSchedulerTag>;
 };
