@@ -1,23 +1,20 @@
 // What the host hears when a kernel fails: a bounded wait that times out, and each debug-check
 // violation, reported as iris::Error with the rank, the operation and the numbers.
 //
-// A report ends with a trap, which ends the CUDA context of the process, and under MPS that of
-// every process on the GPU; the MPS server then takes no new process until they have all exited.
-// So each failure runs in a fresh child process (this binary again, told which failure by
-// IRIS_TEST_FAILURE), this parent never makes a CUDA context of its own, and a child that finds
-// the MPS server still recovering from the previous one is started again.
+// Each failure runs in a fresh child process (this binary again, told which failure by
+// IRIS_TEST_FAILURE; support/child_test.hpp says why), and this parent never makes a CUDA
+// context of its own.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "iris/iris.hpp"
+#include "support/child_test.hpp"
 
 namespace {
 
@@ -127,27 +124,11 @@ TEST(ReportChild, Run) {
   }
 }
 
-/// Runs the child for `failure` and returns what it printed, starting it again (up to a minute)
-/// while the MPS server is still recovering from the previous child's trap.
+/// Runs the child for `failure` and returns what it printed.
 std::string run_child(Failure failure) {
-  char self[4096] = {};
-  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return "cannot find this binary";
-  const std::string command = std::string(kFailureVariable) + "=" +
-                              std::to_string(static_cast<int>(failure)) + " '" + self +
-                              "' --gtest_filter=ReportChild.Run 2>&1";
-  std::string output;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  do {
-    output.clear();
-    FILE* child = popen(command.c_str(), "r");
-    if (child == nullptr) return "popen failed";
-    char buffer[512];
-    while (std::fgets(buffer, sizeof(buffer), child) != nullptr) output += buffer;
-    pclose(child);
-    if (output.find("MPS server is not ready") == std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  } while (std::chrono::steady_clock::now() < deadline);
-  return output;
+  return iris_test::run_child_test(
+      std::string(kFailureVariable) + "=" + std::to_string(static_cast<int>(failure)),
+      "ReportChild.Run");
 }
 
 TEST(DeviceReports, WaitTimeoutNamesTheFlagAndTheValues) {

@@ -7,24 +7,24 @@
 // epoch), shards that tiles straddle, and a flag that never rises: the wait times out and the
 // report names the tile and the shard.
 //
-// A report ends with a trap, which under MPS ends the CUDA context of every process on the GPU.
-// So each case runs in a fresh child process (this binary again, told which case by
-// IRIS_SHARD_WAIT_CHILD), and this parent never makes a CUDA context of its own.
+// Each case runs in a fresh child process (this binary again, told which case by
+// IRIS_SHARD_WAIT_CHILD; support/child_test.hpp says why: a report traps), and this parent never
+// makes a CUDA context of its own.
 #include <cuda_bf16.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "iris/iris.hpp"
 #include "iris/ops/detail/shard_wait.hpp"
+#include "support/child_test.hpp"
 
 namespace {
 
@@ -209,26 +209,9 @@ TEST(ShardWaitChild, FlagThatNeverRises) {
 
 // ---- The parent -----------------------------------------------------------------------------
 
-/// Runs this binary's child test `name` and returns what it printed, starting it again (up to a
-/// minute) while the MPS server is still recovering from a previous child's trap.
+/// Runs this binary's child test `name` and returns what it printed.
 std::string run_child(const std::string& name) {
-  char self[4096] = {};
-  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return "cannot find this binary";
-  const std::string command = std::string(kChildVariable) + "=1 '" + self +
-                              "' --gtest_filter=ShardWaitChild." + name + " 2>&1";
-  std::string output;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  do {
-    output.clear();
-    FILE* child = popen(command.c_str(), "r");
-    if (child == nullptr) return "popen failed";
-    char buffer[512];
-    while (std::fgets(buffer, sizeof(buffer), child) != nullptr) output += buffer;
-    pclose(child);
-    if (output.find("MPS server is not ready") == std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  } while (std::chrono::steady_clock::now() < deadline);
-  return output;
+  return iris_test::run_child_test(std::string(kChildVariable) + "=1", "ShardWaitChild." + name);
 }
 
 TEST(ShardWait, TilesWaitForTheirShards) {

@@ -10,8 +10,7 @@
 //   op.initialize({.m = m, .n = n, .k = k, .a = a.data(), .b = w, .c = out});  // collective
 //   op.run(stream);            // stream-ordered; when it completes here, out holds all of C
 //
-// Patterns (AllGatherPattern), the first two also in examples/17_all_gather_gemm, the third in
-// examples/19_all_gather_gemm_fused_mainloop:
+// Patterns (AllGatherPattern), each also in examples/17_all_gather_gemm:
 //
 //   bulk-synchronous   iris::ccl all_gather of the shards into a symmetric M x K buffer, then
 //                      one GEMM of all of it
