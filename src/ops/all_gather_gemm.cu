@@ -257,10 +257,13 @@ void AllGatherGemm::run(cudaStream_t stream) {
       IRIS_CUDA_CHECK(cudaMemcpyAsync(s.shard_flags.data() + q, s.epoch(), sizeof(std::uint64_t),
                                       cudaMemcpyDeviceToDevice, s.comm_stream));
     }
+    // Every member has read this rank's shard. On the communication stream, so that a run ends
+    // without waiting for the peers' GEMMs; it needs an SM, which the GEMM frees once all its
+    // flags have risen (they have, by then).
+    if (s.team.size > 1) s.comm->barrier(s.comm_stream);
     IRIS_CUDA_CHECK(cudaEventRecord(s.joined, s.comm_stream));
     s.waiting->run(stream);
     IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.joined, 0));  // join (graphs need it)
-    if (s.team.size > 1) s.comm->barrier(stream);  // every member has read this rank's shard
     return;
   }
   // Fork: the communication stream starts after everything queued on `stream` so far (this

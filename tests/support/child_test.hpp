@@ -21,8 +21,7 @@ namespace iris_test {
 inline std::string run_child_test(const std::string& environment, const std::string& filter) {
   char self[4096] = {};
   if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return "cannot find this binary";
-  const std::string command =
-      environment + " '" + self + "' --gtest_filter=" + filter + " 2>&1";
+  const std::string command = environment + " '" + self + "' --gtest_filter=" + filter + " 2>&1";
   std::string output;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   do {

@@ -32,13 +32,14 @@
 //                      On a communication stream forked after the barrier: the copy engines
 //                      copy the local shard into the gathered A, then pull the peers' shards in
 //                      the order rank + 1, rank + 2, ..., each copy followed by a copy of the
-//                      run's number into that shard's flag. The GEMM visits its tiles shard by
-//                      shard in the same order, the local shard's first. One launch instead of
-//                      one per shard, and no host-visible event between them; the copy engines
-//                      take no SMs, so the waiting GEMM cannot starve what it waits for.
+//                      run's number into that shard's flag; then a second team barrier. The
+//                      GEMM visits its tiles shard by shard in the same order, the local
+//                      shard's first. One launch instead of one per shard, and no event between
+//                      them; the copy engines take no SMs, so the waiting GEMM cannot starve
+//                      what it waits for.
 //
-//          member 1 of 3:   stream:  count  barrier  GEMM(A, tiles of A_1, A_2, A_0)  barrier
-//                           comm:             copy A_1 -> f_1  copy A_2 -> f_2  copy A_0 -> f_0
+//          member 1 of 3:   stream:  count  barrier  GEMM(tiles of A_1, A_2, A_0)
+//                           comm:    copy A_1 -> f_1  copy A_2 -> f_2  copy A_0 -> f_0  barrier
 //
 // Numbers: each element of C is one GEMM's dot product over all of K (fp32 accumulation, one
 // rounding to bf16), so every pattern gives the same bits, on every run.

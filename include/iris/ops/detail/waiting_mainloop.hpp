@@ -149,7 +149,7 @@ struct ShardReadyHook {
       if ((ready_ & bit) != 0) continue;
       const std::uint64_t* flag = p.flags + q;
       if ((threadIdx.x & 31) == 0 && Acquire::load(flag) < epoch_) {
-        char name[32];
+        char name[48];  // at most 45 characters; the report keeps the first 31
         char* end = name;
         for (const char* s = "tile m"; *s != '\0'; ++s) *end++ = *s;
         end = append_decimal(end, tile.m_block);
