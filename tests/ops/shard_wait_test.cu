@@ -226,8 +226,8 @@ TEST(ShardWait, TimeoutNamesTheTileAndTheShard) {
   EXPECT_THAT(run_child("FlagThatNeverRises"),
               testing::ContainsRegex(
                   "timeout\\|rank 0: tile m[34] n[0-9]+ shard 2\\(heap offset 0x[0-9a-f]+ on "
-                  "rank 0, ge 1\\) timed out after [0-9.]+ ms, observed 0 \\(block [0-9]+, "
-                  "thread [0-9]+\\)"));
+                  "rank 0, ge 1\\) timed out after [0-9.]+ ms, observed 0 \\(block [0-9(),]+, "
+                  "thread 0\\)"));
 }
 
 }  // namespace
