@@ -16,9 +16,10 @@
 
 namespace iris::ops::detail {
 
-/// What the mainloop hook waits for. Shard q holds rows [q * rows, (q + 1) * rows) of A (the
-/// last one may hold fewer: M need not be a multiple of rows); its flag is flags[q], a 64-bit
-/// counter in this rank's symmetric heap (the report names it by heap offset). A tile may load
+/// What the mainloop hook waits for. Shard q holds rows [q * rows, (q + 1) * rows) of A
+/// (M = rows * shards; rows need not be a multiple of the tile's, so a tile may need several
+/// shards); its flag is flags[q], a 64-bit counter in this rank's symmetric heap (the report
+/// names it by heap offset). A tile may load
 /// once flags[q] >= *epoch for every shard q its rows touch. *epoch is read once per CTA, when
 /// the CTA's first tile is loaded: whatever writes it must precede the launch in stream order.
 struct ShardWait {
@@ -27,9 +28,9 @@ struct ShardWait {
   const std::uint64_t* epoch = nullptr;  ///< this run's number
   int rows = 0;                          ///< rows per shard (> 0)
   int shards = 0;
-  /// The tile rows that hold this shard's first row are loaded first, then the following ones
-  /// in order, wrapping around: the order in which the shards arrive when this rank pulls its
-  /// peers' shards in the order first + 1, first + 2, ...
+  /// Tiles are loaded from the first cluster of m blocks wholly inside this shard on, then the
+  /// following ones in order, wrapping around: the order in which the shards arrive when this
+  /// rank copies its own shard first and then pulls its peers' in the order first + 1, ...
   int first_shard = 0;
 };
 
