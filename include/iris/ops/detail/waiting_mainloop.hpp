@@ -183,8 +183,8 @@ struct ShardOrderSchedulerParams
 /// PersistentTileSchedulerSm90 whose tiles start at the m cluster first_cluster_m and wrap
 /// around: tile t of CUTLASS's order (rasterised along N, so m changes slowest) becomes the
 /// tile (m + first_cluster_m * cluster_m) mod padded-m. Whole clusters move, so both CTAs of a
-/// cluster keep consecutive m blocks and the same n block (B's multicast). The position
-/// (constructor, current and next work) is shadowed here, the rest is CUTLASS's.
+/// cluster keep consecutive m blocks and the same n block (B's multicast). Only the current
+/// work (and its callers) is shadowed here; the position and the rest are CUTLASS's.
 template <int kClusterM>
 class ShardOrderScheduler : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90 {
   using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
@@ -214,24 +214,13 @@ class ShardOrderScheduler : public cutlass::gemm::kernel::detail::PersistentTile
 
   CUTLASS_HOST_DEVICE ShardOrderScheduler() {}
 
-  CUTLASS_DEVICE explicit ShardOrderScheduler(Params const& params) {
-    scheduler_params = params;
-    first_cluster_m_ = params.first_cluster_m;
-#if defined(__CUDA_ARCH__)
-    if (params.raster_order_ == RasterOrder::AlongN)
-      linear_ = std::uint64_t(blockIdx.x) + std::uint64_t(blockIdx.y) * gridDim.x;
-    else
-      linear_ = std::uint64_t(blockIdx.x) * gridDim.y + blockIdx.y;
-    stride_ = std::uint64_t(gridDim.x) * gridDim.y * gridDim.z;
-#endif
-  }
+  CUTLASS_DEVICE explicit ShardOrderScheduler(Params const& params)
+      : Base(params), first_cluster_m_(params.first_cluster_m) {}
 
-  template <class ClusterShape>
-  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
-    return get_current_work();
-  }
+  /// CUTLASS's current tile (its position, advance and last-tile test are CUTLASS's), with the
+  /// m clusters rotated.
   CUTLASS_DEVICE WorkTileInfo get_current_work() const {
-    WorkTileInfo info = get_current_work_for_linear_idx(linear_);
+    WorkTileInfo info = Base::get_current_work();
     if (info.is_valid() && first_cluster_m_ != 0) {
       const auto clusters_m = static_cast<std::int32_t>(scheduler_params.problem_tiles_m_);
       const std::int32_t cluster = info.M_idx / kClusterM, within = info.M_idx % kClusterM;
@@ -241,12 +230,13 @@ class ShardOrderScheduler : public cutlass::gemm::kernel::detail::PersistentTile
     }
     return info;
   }
-  CUTLASS_DEVICE void advance_to_next_work(std::uint32_t count = 1) { linear_ += stride_ * count; }
-  CUTLASS_DEVICE bool is_last_tile(WorkTileInfo&, std::uint32_t count = 1) const {
-    return !get_current_work_for_linear_idx(linear_ + stride_ * count).is_valid();
+  // CUTLASS's callers of get_current_work(), which would call its own.
+  template <class ClusterShape>
+  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
+    return get_current_work();
   }
   CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) {
-    advance_to_next_work();
+    Base::advance_to_next_work();
     return cute::make_tuple(get_current_work(), true);
   }
   template <class Pipeline, class PipelineState>
@@ -255,8 +245,6 @@ class ShardOrderScheduler : public cutlass::gemm::kernel::detail::PersistentTile
   }
 
  private:
-  std::uint64_t linear_ = 0;
-  std::uint64_t stride_ = 1;
   std::uint32_t first_cluster_m_ = 0;
 };
 
