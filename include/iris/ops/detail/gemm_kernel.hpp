@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -70,6 +71,57 @@ struct TileStoreGemm {
   static constexpr bool kTileStore = true;
 };
 
+/// The small-M configuration (GemmConfig::kSmallM, bf16 -> bf16): a 128 x 64 x 64 CTA tile (the
+/// cooperative schedule's smallest M: two consumer warpgroups of 64 rows), 1 x 2 clusters (the A
+/// tile multicast to the two CTAs along N) and CUTLASS's stream-K tile scheduler. When M is small
+/// the large tile leaves most SMs without a tile; a 64-column tile gives 4x as many tiles, and
+/// where even those are fewer than half the SMs, the scheduler splits K across SMs (stream-K or
+/// split-K, its heuristic) and reduces the partial tiles through the workspace. The rule that
+/// picks it is detail::select_config (gemm.cpp); the shapes below are kSmallMShape there.
+using SmallMTileShape = cute::Shape<cute::_128, cute::_64, cute::_64>;
+using SmallMClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
+
+// clang-format off
+template <class ElementAB, class CollectiveEpilogue>
+using SmallMMainloopFor = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+    ElementAB, cutlass::layout::RowMajor, 16 / sizeof(ElementAB),     // A: M x K, K contiguous
+    ElementAB, cutlass::layout::ColumnMajor, 16 / sizeof(ElementAB),  // B: N x K, K contiguous
+    float, SmallMTileShape, SmallMClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+        sizeof(typename CollectiveEpilogue::SharedStorage))>,
+    cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+// clang-format on
+
+/// D = A * B^T with the small-M tile, stream-K scheduler and CUTLASS's TMA epilogue.
+template <class ElementAB, class ElementD>
+struct SmallMGemm {
+  // clang-format off
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, SmallMTileShape, SmallMClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      void, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
+      ElementD, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
+      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+  // clang-format on
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                                      SmallMMainloopFor<ElementAB, Epilogue>,
+                                                      Epilogue, cutlass::gemm::StreamKScheduler>;
+  static constexpr bool kTileStore = false;
+  static_assert(cute::size<0>(SmallMTileShape{}) == kSmallMShape.tile_m &&
+                    cute::size<1>(SmallMTileShape{}) == kSmallMShape.tile_n &&
+                    cute::size<0>(SmallMClusterShape{}) == kSmallMShape.cluster_m &&
+                    cute::size<1>(SmallMClusterShape{}) == kSmallMShape.cluster_n,
+                "kSmallMShape (gemm_runner.hpp, read by the selection rule) must match the kernel");
+};
+
+/// Whether a kernel's scheduler is CUTLASS's stream-K scheduler: its reduction locks in the
+/// workspace count up during a launch and are never reset by the kernel, so every launch must
+/// start from the zeroed locks that Kernel::initialize_workspace leaves.
+template <class Kernel>
+inline constexpr bool kUsesStreamK =
+    std::is_same_v<typename Kernel::TileSchedulerTag, cutlass::gemm::StreamKScheduler>;
+
 template <class Config>
 class CutlassRunner final : public GemmRunner {
  public:
@@ -94,13 +146,39 @@ class CutlassRunner final : public GemmRunner {
                   cudaStream_t stream) override {
     if (Config::kTileStore && store == nullptr)
       throw Error(Errc::kInternal, "tile-store GEMM initialized without a TileStore");
-    const auto status = op_.initialize(make_arguments(args, store), workspace, stream);
+    auto arguments = make_arguments(args, store);
+    if constexpr (kUsesStreamK<Kernel>) {
+      // One SM count for the workspace's size and layout, the launch and every reset in run();
+      // resolved here so that run() asks the device nothing.
+      if (arguments.hw_info.sm_count <= 0)
+        arguments.hw_info.sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+            arguments.hw_info.device_id);
+      if (workspace == nullptr && Adapter::get_workspace_size(arguments) > 0)
+        throw Error(Errc::kInvalidArgument,
+                    "the stream-K GEMM needs a workspace of " +
+                        std::to_string(Adapter::get_workspace_size(arguments)) +
+                        " bytes and got none");
+      stream_k_arguments_ = arguments;
+      stream_k_workspace_ = workspace;
+    }
+    const auto status = op_.initialize(arguments, workspace, stream);
     if (status != cutlass::Status::kSuccess)
       throw Error(Errc::kInvalidArgument,
                   std::string("CUTLASS GEMM initialize failed: ") + cutlassGetStatusString(status));
   }
 
   void run(cudaStream_t stream) override {
+    if constexpr (kUsesStreamK<Kernel>) {
+      // The previous launch left its reduction locks counted up: clear them (a cudaMemsetAsync
+      // of the lock part of the workspace, nothing when the decomposition is data-parallel).
+      const auto reset =
+          Kernel::initialize_workspace(stream_k_arguments_, stream_k_workspace_, stream);
+      if (reset != cutlass::Status::kSuccess)
+        throw Error(Errc::kCuda,
+                    std::string("clearing the stream-K GEMM's workspace failed: ") +
+                        cutlassGetStatusString(reset),
+                    static_cast<int>(cudaGetLastError()));
+    }
     const auto status = op_.run(stream);
     if (status != cutlass::Status::kSuccess)
       throw Error(Errc::kCuda,
@@ -108,8 +186,8 @@ class CutlassRunner final : public GemmRunner {
                   static_cast<int>(cudaGetLastError()));
   }
 
-  int tile_m() const override { return cute::size<0>(TileShape{}); }
-  int tile_n() const override { return cute::size<1>(TileShape{}); }
+  int tile_m() const override { return cute::size<0>(typename Kernel::TileShape{}); }
+  int tile_n() const override { return cute::size<1>(typename Kernel::TileShape{}); }
 
  private:
   static typename Adapter::Arguments make_arguments(const GemmArguments& g,
@@ -150,6 +228,9 @@ class CutlassRunner final : public GemmRunner {
   }
 
   Adapter op_;
+  // Stream-K kernels only: what run() clears before each launch.
+  typename Adapter::Arguments stream_k_arguments_{};
+  void* stream_k_workspace_ = nullptr;
 };
 
 }  // namespace iris::ops::detail
