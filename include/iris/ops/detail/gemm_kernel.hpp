@@ -1,6 +1,7 @@
 // The CUTLASS kernels behind iris::ops::Gemm: SM90 TMA + wgmma mainloop from CUTLASS's
-// collective builder, warp-specialized cooperative schedule, persistent tile scheduler, and
-// either CUTLASS's TMA epilogue (plain GEMM) or the tile-store epilogue (tile_epilogue.hpp).
+// collective builder, warp-specialized cooperative schedule, persistent tile scheduler (stream-K
+// for the small-M configuration), and either CUTLASS's TMA epilogue (plain GEMM) or the
+// tile-store epilogue (tile_epilogue.hpp).
 // Not public; include it only from the translation units under src/ops/ that instantiate one
 // kernel each (CUTLASS kernels are slow to compile).
 #pragma once
@@ -25,35 +26,42 @@
 
 namespace iris::ops::detail {
 
-/// The CTA tile and cluster every kernel uses: 128 x 256 x 64 with a 2 x 1 cluster (A tiles
-/// multicast along N) is the shape CUTLASS's profiler favours for large bf16/fp16 GEMMs.
+/// The CTA tile and cluster of the large-tile configuration and the tile-store kernels:
+/// 128 x 256 x 64 with a 2 x 1 cluster (the B tile multicast to the two CTAs along M) is the
+/// shape CUTLASS's profiler favours for large bf16/fp16 GEMMs.
 using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
 using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
 using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
 
 // clang-format off
-template <class ElementAB, class CollectiveEpilogue>
-using MainloopFor = typename cutlass::gemm::collective::CollectiveBuilder<
+/// The mainloop of a CTA tile and cluster shape (the cooperative schedule).
+template <class ElementAB, class CollectiveEpilogue, class Tile, class Cluster>
+using MainloopOf = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
     ElementAB, cutlass::layout::RowMajor, 16 / sizeof(ElementAB),     // A: M x K, K contiguous
     ElementAB, cutlass::layout::ColumnMajor, 16 / sizeof(ElementAB),  // B: N x K, K contiguous
-    float, TileShape, ClusterShape,
+    float, Tile, Cluster,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
         sizeof(typename CollectiveEpilogue::SharedStorage))>,
     KernelSchedule>::CollectiveOp;
+
+/// CUTLASS's TMA epilogue of a CTA tile and cluster shape: D = accumulators, no source C.
+template <class ElementD, class Tile, class Cluster>
+using TmaEpilogueOf = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+    void, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
+    ElementD, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
+    cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
 // clang-format on
+
+template <class ElementAB, class CollectiveEpilogue>
+using MainloopFor = MainloopOf<ElementAB, CollectiveEpilogue, TileShape, ClusterShape>;
 
 /// D = A * B^T with CUTLASS's TMA epilogue (no source C).
 template <class ElementAB, class ElementD>
 struct PlainGemm {
-  // clang-format off
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      void, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
-      ElementD, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
-      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
-  // clang-format on
+  using Epilogue = TmaEpilogueOf<ElementD, TileShape, ClusterShape>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
                                                       MainloopFor<ElementAB, Epilogue>, Epilogue,
                                                       cutlass::gemm::PersistentScheduler>;
@@ -81,32 +89,14 @@ struct TileStoreGemm {
 using SmallMTileShape = cute::Shape<cute::_128, cute::_64, cute::_64>;
 using SmallMClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
 
-// clang-format off
-template <class ElementAB, class CollectiveEpilogue>
-using SmallMMainloopFor = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-    ElementAB, cutlass::layout::RowMajor, 16 / sizeof(ElementAB),     // A: M x K, K contiguous
-    ElementAB, cutlass::layout::ColumnMajor, 16 / sizeof(ElementAB),  // B: N x K, K contiguous
-    float, SmallMTileShape, SmallMClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-        sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
-// clang-format on
-
 /// D = A * B^T with the small-M tile, stream-K scheduler and CUTLASS's TMA epilogue.
 template <class ElementAB, class ElementD>
 struct SmallMGemm {
-  // clang-format off
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, SmallMTileShape, SmallMClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      void, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
-      ElementD, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
-      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
-  // clang-format on
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
-                                                      SmallMMainloopFor<ElementAB, Epilogue>,
-                                                      Epilogue, cutlass::gemm::StreamKScheduler>;
+  using Epilogue = TmaEpilogueOf<ElementD, SmallMTileShape, SmallMClusterShape>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>,
+      MainloopOf<ElementAB, Epilogue, SmallMTileShape, SmallMClusterShape>, Epilogue,
+      cutlass::gemm::StreamKScheduler>;
   static constexpr bool kTileStore = false;
   static_assert(cute::size<0>(SmallMTileShape{}) == kSmallMShape.tile_m &&
                     cute::size<1>(SmallMTileShape{}) == kSmallMShape.tile_n &&
