@@ -3,7 +3,9 @@
 // One rank (no launcher, or -n 1): iris::ops::Gemm against cuBLAS (bf16 in and out, fp32
 // accumulate) at 8192^3 and LLM tensor-parallel shapes, and the fused-sequential op (the GEMM
 // with its communicating tile-store epilogue, all tiles staying on this GPU) against the plain
-// GEMM: the cost of the epilogue alone.
+// GEMM: the cost of the epilogue alone. Then a second table at decode sizes (M = 1..128 tokens,
+// N = 8192, K = 3584 = 28672 / 8 ranks and K = 28672): the configuration the shape rule picks,
+// its time, the large tile's (forced) and cuBLAS's (written to <json stem>_decode.json).
 // Several ranks (iris-run -n N): each pattern of GEMM + all-scatter against the bulk-synchronous
 // baseline of cuBLAS + an all-gather of the column blocks with device-API puts. NCCL is not run
 // when ranks share a GPU (it refuses two ranks on one device); the table says so.
@@ -91,6 +93,65 @@ void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std:
       "gemm (bf16 -> bf16, fp32 accumulate), one rank", rows, json,
       "iris_vs_cublas = cuBLAS time / iris time; fused_vs_gemm = GEMM time / fused "
       "GEMM + all-scatter on one rank (tile-store epilogue, flags, completion wait)");
+}
+
+/// iris::ops::Gemm at decode sizes: the configuration the rule selects against the large tile
+/// forced and cuBLAS. Memory-bound (B is N x K), so the table also gives the bytes moved per
+/// second (A, B and D once each).
+void decode_sizes(const example::Repeats& repeats, const std::string& json) {
+  constexpr int kN = 8192;
+  const cudaStream_t stream = iris::bench::nonblocking_stream();
+  const iris::bench::CublasGemm cublas_gemm(stream);
+  std::vector<iris::bench::Row> rows;
+  for (const int k : {3584, 28672}) {
+    for (const int m : {1, 8, 32, 128}) {
+      bf16 *a, *b, *d;
+      IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * std::size_t(m) * k));
+      IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * std::size_t(kN) * k));
+      IRIS_CUDA_CHECK(cudaMalloc(&d, sizeof(bf16) * std::size_t(m) * kN));
+      iris::bench::fill<<<1024, 256>>>(a, std::size_t(m) * k, 1);
+      iris::bench::fill<<<1024, 256>>>(b, std::size_t(kN) * k, 2);
+      iris::ops::GemmArguments args{.m = m, .n = kN, .k = k, .a = a, .b = b, .d = d};
+      const iris::ops::GemmConfig chosen = iris::ops::Gemm::select_config(args);
+      const auto time_us = [&](iris::ops::GemmConfig config) {
+        iris::ops::GemmArguments forced = args;
+        forced.config = config;
+        iris::ops::Gemm gemm;
+        gemm.initialize(forced, nullptr, stream);  // owns the workspace it needs
+        return 1e3 * example::median_ms(stream, repeats, [&](long) { gemm.run(stream); });
+      };
+      const double ours = time_us(chosen);
+      const double large = chosen == iris::ops::GemmConfig::kLargeTile
+                               ? ours
+                               : time_us(iris::ops::GemmConfig::kLargeTile);
+      const double theirs =
+          1e3 * example::median_ms(stream, repeats, [&](long) { cublas_gemm(d, a, b, m, kN, k); });
+      const double bytes = 2.0 * (double(kN) * k + double(m) * k + double(m) * kN);
+      iris::bench::Row row;
+      row.number("M", m, "%.0f").number("N", kN, "%.0f").number("K", k, "%.0f");
+      row.text("config", std::string(iris::ops::to_string(chosen)));
+      row.number("iris_us", ours, "%.1f")
+          .number("iris_GBps", example::gb_per_s(bytes, ours * 1e-3), "%.0f");
+      row.number("large_tile_us", large, "%.1f");
+      row.number("cublas_us", theirs, "%.1f")
+          .number("cublas_GBps", example::gb_per_s(bytes, theirs * 1e-3), "%.0f");
+      row.number("iris_vs_cublas", theirs / ours).number("iris_vs_large_tile", large / ours);
+      rows.push_back(row);
+      IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaFree(a);
+      cudaFree(b);
+      cudaFree(d);
+    }
+  }
+  const std::string path =
+      json.empty()
+          ? json
+          : json.substr(0, json.size() - (json.ends_with(".json") ? 5 : 0)) + "_decode.json";
+  iris::bench::report(
+      "gemm at decode sizes (bf16 -> bf16), one rank", rows, path,
+      "config = the configuration the shape rule selects (docs/ops.md); large_tile_us = the "
+      "large tile forced; iris_vs_cublas = cuBLAS time / iris time; iris_vs_large_tile = "
+      "large-tile time / iris time; GBps = (A + B + D bytes) / time");
 }
 
 void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const std::string& json,
@@ -212,6 +273,7 @@ int main(int argc, char** argv) {
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   if (ctx.world_size() == 1) {
     single_rank(ctx, repeats, json);
+    decode_sizes(repeats, json);
   } else {
     several_ranks(ctx, repeats, json, text_arg(argc, argv, "--tune"),
                   static_cast<int>(example::number_arg(argc, argv, "--shapes", 0)));

@@ -8,14 +8,19 @@
 // in fp8 e4m3. Shapes: Llama-3 70B's MLP down projection (N = 8192, K = 28672) at decode sizes
 // M = 1, 8, 32, 128 tokens and one prefill size M = 4096. Times are the slowest rank's median, in
 // microseconds; speedup = baseline / pattern. NCCL is not run (it refuses ranks sharing a GPU).
+// The partial GEMM alone is also timed with iris::ops::Gemm, in the configuration the shape rule
+// selects (gemm_config) and with the large tile forced, and the bulk-synchronous pattern once
+// more with IRIS_GEMM_CONFIG=large_tile (docs/ops.md, "GEMM configurations").
 //
 //   iris-run -n 4 ./bench_gemm_allreduce_rmsnorm [--quick] [--json out.json] [--samples 10]
 //   --quick: the decode sizes only, 5 samples (seconds)
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "iris/iris.hpp"
+#include "iris/ops/gemm.hpp"
 #include "iris/ops/gemm_allreduce_rmsnorm.hpp"
 #include "ops_bench.hpp"
 
@@ -66,19 +71,45 @@ int main(int argc, char** argv) {
       bench.cublas_gemm(x.data(), a, b, m, kN, k);
       norm.run(stream);
     });
+    // The same partial GEMM with iris::ops::Gemm: the configuration the rule selects, and the
+    // large tile forced.
+    const iris::ops::GemmArguments gemm_args{
+        .m = m, .n = kN, .k = k, .a = a, .b = b, .d = x.data()};
+    const iris::ops::GemmConfig chosen = iris::ops::Gemm::select_config(gemm_args);
+    const auto iris_gemm_us = [&](iris::ops::GemmConfig config) {
+      iris::ops::GemmArguments forced = gemm_args;
+      forced.config = config;
+      iris::ops::Gemm gemm;
+      gemm.initialize(forced, nullptr, stream);
+      return time_us([&](long) { gemm.run(stream); });
+    };
+    const double iris_gemm = iris_gemm_us(chosen);
+    const double iris_gemm_large = chosen == iris::ops::GemmConfig::kLargeTile
+                                       ? iris_gemm
+                                       : iris_gemm_us(iris::ops::GemmConfig::kLargeTile);
     iris::bench::Row row = bench.shape_row(m, kN, kK);
     row.number("cublas_gemm_us", gemm_only, "%.1f");
+    row.text("gemm_config", std::string(iris::ops::to_string(chosen)));
+    row.number("iris_gemm_us", iris_gemm, "%.1f");
+    row.number("iris_gemm_large_tile_us", iris_gemm_large, "%.1f");
     row.number("cublas+ccl+norm_us", baseline, "%.1f");
-    double best = 0;
+    double best = 0, bulk = 0;
     struct Variant {
       const char* name;
       iris::ops::AllReduceNormPattern pattern;
       bool fp8;
+      bool large_tile;  // IRIS_GEMM_CONFIG=large_tile while it is initialized
     };
     for (const Variant& v :
-         {Variant{"bulk_sync", iris::ops::AllReduceNormPattern::kBulkSynchronous, false},
-          Variant{"fused", iris::ops::AllReduceNormPattern::kFused, false},
-          Variant{"fused_fp8", iris::ops::AllReduceNormPattern::kFused, true}}) {
+         {Variant{"bulk_sync", iris::ops::AllReduceNormPattern::kBulkSynchronous, false, false},
+          Variant{"bulk_sync_large_tile", iris::ops::AllReduceNormPattern::kBulkSynchronous, false,
+                  true},
+          Variant{"fused", iris::ops::AllReduceNormPattern::kFused, false, false},
+          Variant{"fused_fp8", iris::ops::AllReduceNormPattern::kFused, true, false}}) {
+      if (v.large_tile && chosen == iris::ops::GemmConfig::kLargeTile && bulk > 0) {
+        iris::bench::pattern_columns(row, v.name, bulk, baseline, "us", "%.1f");  // the same op
+        continue;
+      }
       const iris::ops::GemmAllReduceRmsNormArguments args{
           .m = m,
           .n = kN,
@@ -97,10 +128,17 @@ int main(int argc, char** argv) {
         continue;
       }
       iris::ops::GemmAllReduceRmsNorm op(ctx);
-      op.initialize(args);
+      const char* set = std::getenv("IRIS_GEMM_CONFIG");
+      const std::string before = set != nullptr ? set : "";
+      if (v.large_tile) setenv("IRIS_GEMM_CONFIG", "large_tile", 1);
+      op.initialize(args);  // its GEMM reads IRIS_GEMM_CONFIG here
+      if (v.large_tile && set != nullptr) setenv("IRIS_GEMM_CONFIG", before.c_str(), 1);
+      if (v.large_tile && set == nullptr) unsetenv("IRIS_GEMM_CONFIG");
       const double us = time_us([&](long) { op.run(stream); });
       iris::bench::pattern_columns(row, v.name, us, baseline, "us", "%.1f");
-      best = best == 0 ? us : std::min(best, us);
+      if (v.pattern == iris::ops::AllReduceNormPattern::kBulkSynchronous && !v.large_tile)
+        bulk = us;
+      if (!v.large_tile) best = best == 0 ? us : std::min(best, us);
     }
     // Without the norm kernel: a lower bound of cuBLAS + NCCL + norm.
     bench.nccl_columns(
@@ -119,7 +157,8 @@ int main(int argc, char** argv) {
   bench.report("gemm + all-reduce + residual + RMSNorm (bf16), " + std::to_string(world) + " ranks",
                rows, json,
                "K is all ranks together (each multiplies K / ranks); baseline = cuBLAS GEMM + "
-               "iris::ccl all_reduce + norm kernel; speedup = baseline / pattern; times are "
-               "the slowest rank's median");
+               "iris::ccl all_reduce + norm kernel; speedup = baseline / pattern; gemm_config = "
+               "the configuration the shape rule selects for the partial GEMM (iris_gemm_us), "
+               "*_large_tile = the large tile forced; times are the slowest rank's median");
   return 0;
 }

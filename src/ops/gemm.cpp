@@ -1,8 +1,11 @@
 // iris::ops::Gemm: argument checks (host only) and the choice among the compiled kernels.
 #include "iris/ops/gemm.hpp"
 
+#include <cuda_runtime_api.h>
+
 #include <string>
 
+#include "iris/host/env.hpp"
 #include "iris/host/error.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
 
@@ -24,13 +27,160 @@ std::size_t size_of(DType type) noexcept {
   return type == DType::kF32 ? 4 : 2;
 }
 
+std::string_view to_string(GemmConfig config) noexcept {
+  switch (config) {
+    case GemmConfig::kAuto:
+      return "auto";
+    case GemmConfig::kLargeTile:
+      return "large_tile";
+    case GemmConfig::kSmallM:
+      return "small_m";
+  }
+  return "?";
+}
+
 namespace detail {
 
-std::unique_ptr<GemmRunner> make_gemm(DType ab, DType d) {
+namespace {
+
+bool has_small_m(DType ab, DType d) {
+  return ab == DType::kBF16 && d == DType::kBF16;
+}
+
+/// IRIS_GEMM_CONFIG, kAuto when unset.
+GemmConfig config_from_env() {
+  const auto value = iris::env::get(kGemmConfigEnv);
+  if (!value) return GemmConfig::kAuto;
+  for (const GemmConfig c : {GemmConfig::kAuto, GemmConfig::kLargeTile, GemmConfig::kSmallM})
+    if (*value == to_string(c)) return c;
+  throw Error(Errc::kInvalidArgument, std::string(kGemmConfigEnv) + "=\"" + *value +
+                                          "\" is not a GEMM configuration (auto, large_tile or "
+                                          "small_m)");
+}
+
+/// The SMs the GEMM may use: args.sm_count, else the current device's; 0 when there is none.
+int usable_sms(const GemmArguments& g) {
+  if (g.sm_count > 0) return g.sm_count;
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return sms;
+}
+
+std::int64_t tiles(std::int64_t extent, int tile) {
+  return (extent + tile - 1) / tile;
+}
+
+}  // namespace
+
+// The selection rule, the one place it lives (docs/ops.md, "GEMM configurations"). The large
+// tile's persistent grid gives each SM at most one of its ceil(M / 128) * ceil(N / 256) tiles at
+// a time, so with fewer tiles than SMs the rest idle; at decode shapes (M <= 128, N = 8192) that
+// is 32 tiles on 132 SMs. Where the large tile would leave at least half the SMs idle, the
+// small-M kernel runs instead: 4x the tiles, and the stream-K scheduler splits K across the SMs
+// when even those are too few. Only bf16 -> bf16 has a small-M kernel.
+GemmConfig select_config(const GemmArguments& g) {
+  GemmConfig config = g.config != GemmConfig::kAuto ? g.config : config_from_env();
+  const bool small_m = has_small_m(g.a_type, g.d_type);
+  if (config == GemmConfig::kSmallM && g.config == GemmConfig::kAuto && !small_m)
+    return GemmConfig::kLargeTile;  // IRIS_GEMM_CONFIG applies where a small-M kernel exists
+  if (config != GemmConfig::kAuto) return config;
+  if (!small_m || g.m <= 0 || g.n <= 0) return GemmConfig::kLargeTile;
+  const int sms = usable_sms(g);
+  const std::int64_t large_tiles =
+      tiles(g.m, kLargeTileShape.tile_m) * tiles(g.n, kLargeTileShape.tile_n);
+  return sms > 0 && 2 * large_tiles <= sms ? GemmConfig::kSmallM : GemmConfig::kLargeTile;
+}
+
+namespace {
+
+/// The kernel of one configuration; null when none is compiled for the types.
+std::unique_ptr<GemmRunner> make_config(GemmConfig config, DType ab, DType d) {
+  if (config == GemmConfig::kSmallM) return has_small_m(ab, d) ? make_small_m_gemm_bf16() : nullptr;
   if (ab == DType::kBF16 && d == DType::kBF16) return make_gemm_bf16_bf16();
   if (ab == DType::kF16 && d == DType::kF16) return make_gemm_f16_f16();
   if (ab == DType::kBF16 && d == DType::kF32) return make_gemm_bf16_f32();
   return nullptr;
+}
+
+/// The plain GEMM of make_gemm: binds, at each initialize(), the kernel that select_config picks
+/// for the arguments, and owns a workspace for it when the caller gives none.
+class ShapeSelectedGemm final : public GemmRunner {
+ public:
+  ShapeSelectedGemm(DType ab, DType d) : ab_(ab), d_(d) {}
+  ~ShapeSelectedGemm() override {
+    if (owned_ != nullptr) (void)cudaFree(owned_);
+  }
+  ShapeSelectedGemm(const ShapeSelectedGemm&) = delete;
+  ShapeSelectedGemm& operator=(const ShapeSelectedGemm&) = delete;
+
+  Status can_implement(const GemmArguments& args) const override {
+    const GemmConfig config = select_config(args);
+    auto runner = make_config(config, ab_, d_);
+    if (!runner)
+      return Status::failure("the " + std::string(to_string(config)) +
+                             " configuration is not compiled for " + std::string(to_string(ab_)) +
+                             " -> " + std::string(to_string(d_)) +
+                             " (kSmallM is bf16 -> bf16 only)");
+    return runner->can_implement(args);
+  }
+
+  std::size_t workspace_size(const GemmArguments& args) const override {
+    auto runner = make_config(select_config(args), ab_, d_);
+    return runner ? runner->workspace_size(args) : 0;
+  }
+
+  void initialize(const GemmArguments& args, const TileStore* store, void* workspace,
+                  cudaStream_t stream) override {
+    const GemmConfig config = select_config(args);
+    if (!bound_ || config != config_) {
+      bound_ = make_config(config, ab_, d_);
+      config_ = config;
+      if (!bound_)
+        throw Error(Errc::kInvalidArgument,
+                    std::string("the ") + std::string(to_string(config)) +
+                        " GEMM configuration is not compiled for these types");
+    }
+    const std::size_t bytes = bound_->workspace_size(args);
+    if (workspace == nullptr && bytes > 0) {
+      if (owned_bytes_ < bytes) {
+        if (owned_ != nullptr) {
+          IRIS_CUDA_CHECK(cudaFree(owned_));  // waits for kernels that may still use it
+          owned_ = nullptr;
+          owned_bytes_ = 0;
+        }
+        IRIS_CUDA_CHECK(cudaMalloc(&owned_, bytes));
+        owned_bytes_ = bytes;
+      }
+      workspace = owned_;
+    }
+    bound_->initialize(args, store, workspace, stream);
+  }
+
+  void run(cudaStream_t stream) override {
+    if (!bound_) throw Error(Errc::kInternal, "GEMM run before initialize");
+    bound_->run(stream);
+  }
+
+  int tile_m() const override { return bound_ ? bound_->tile_m() : kLargeTileShape.tile_m; }
+  int tile_n() const override { return bound_ ? bound_->tile_n() : kLargeTileShape.tile_n; }
+
+ private:
+  DType ab_, d_;
+  std::unique_ptr<GemmRunner> bound_;
+  GemmConfig config_ = GemmConfig::kAuto;
+  void* owned_ = nullptr;
+  std::size_t owned_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<GemmRunner> make_gemm(DType ab, DType d) {
+  if (!make_config(GemmConfig::kLargeTile, ab, d)) return nullptr;
+  return std::make_unique<ShapeSelectedGemm>(ab, d);
 }
 
 namespace {
@@ -94,7 +244,11 @@ Gemm& Gemm::operator=(Gemm&&) noexcept = default;
 
 Status Gemm::can_implement(const GemmArguments& args) {
   if (auto status = detail::check_arguments(args); !status) return status;
-  return detail::make_gemm(args.a_type, args.d_type)->can_implement(args);
+  try {
+    return detail::make_gemm(args.a_type, args.d_type)->can_implement(args);
+  } catch (const Error& e) {  // a bad IRIS_GEMM_CONFIG
+    return Status::failure(e.message());
+  }
 }
 
 std::size_t Gemm::workspace_size(const GemmArguments& args) {
@@ -102,13 +256,19 @@ std::size_t Gemm::workspace_size(const GemmArguments& args) {
   return detail::make_gemm(args.a_type, args.d_type)->workspace_size(args);
 }
 
+GemmConfig Gemm::select_config(const GemmArguments& args) {
+  return detail::select_config(args);
+}
+
 void Gemm::initialize(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   if (auto status = can_implement(args); !status)
     throw Error(Errc::kInvalidArgument, "iris::ops::Gemm: " + status.message);
+  GemmArguments bound = args;
+  bound.config = detail::select_config(args);  // once: the environment is read here alone
   auto runner = detail::make_gemm(args.a_type, args.d_type);
-  runner->initialize(args, nullptr, workspace, stream);
+  runner->initialize(bound, nullptr, workspace, stream);
   runner_ = std::move(runner);
-  args_ = args;
+  args_ = bound;
 }
 
 void Gemm::run(cudaStream_t stream) {

@@ -156,7 +156,8 @@ void GemmAllReduce::initialize(const GemmAllReduceArguments& args, void* workspa
     detail::ensure_communicator(ctx, s.comm, s.team);
     detail::ensure_zeros(ctx, s.partials, product);
     s.gemm = detail::make_gemm(DType::kBF16, DType::kBF16);
-    s.gemm->initialize(detail::partial_gemm(args, s.partials.data()), nullptr, workspace, stream);
+    // nullptr: the plain GEMM owns the workspace its configuration needs (the op's is 0 bytes).
+    s.gemm->initialize(detail::partial_gemm(args, s.partials.data()), nullptr, nullptr, stream);
     return;
   }
 

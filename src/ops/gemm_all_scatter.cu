@@ -207,7 +207,8 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
     detail::ensure_communicator(
         ctx, s.comm, s.team,
         iris::ccl::CommunicatorOptions{.packet_bytes = (packets + 255) / 256 * 256});
-    s.gemm->initialize(gemm_args, nullptr, workspace, stream);
+    // nullptr: the plain GEMM owns the workspace its configuration needs (the op's is 0 bytes).
+    s.gemm->initialize(gemm_args, nullptr, nullptr, stream);
   } else if (s.pattern == AllScatterPattern::kFusedSequential) {
     detail::TileStore tiles{ctx.device(), s.team, s.arrivals(), std::int64_t{s.me} * grid.tiles,
                             s.me,         s.trace};

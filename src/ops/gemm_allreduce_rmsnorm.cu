@@ -130,7 +130,9 @@ void GemmAllReduceRmsNorm::initialize(const GemmAllReduceRmsNormArguments& args,
   }
   s.args = args;
   if (!s.gemm) s.gemm.emplace();
-  s.gemm->initialize(detail::typed_partial_gemm(args, s.partial), workspace, stream);
+  // The op's workspace is 0 bytes: the GEMM owns the one its configuration needs.
+  (void)workspace;
+  s.gemm->initialize(detail::typed_partial_gemm(args, s.partial), nullptr, stream);
   auto norm_args = detail::norm_arguments(args, s.partial);
   if (norm_args.max_blocks == 0) {
     // The fused norm's blocks spin until every member's GEMM is done; with ranks sharing a GPU,

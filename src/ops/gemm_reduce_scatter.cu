@@ -128,7 +128,8 @@ void GemmReduceScatter::initialize(const GemmReduceScatterArguments& args, void*
   const GemmArguments g = detail::partial_gemm(args, s.partials.data());
   if (s.pattern == ReduceScatterPattern::kBulkSynchronous) {
     detail::ensure_communicator(ctx, s.comm, s.team);
-    s.gemm->initialize(g, nullptr, workspace, stream);
+    // nullptr: the plain GEMM owns the workspace its configuration needs (the op's is 0 bytes).
+    s.gemm->initialize(g, nullptr, nullptr, stream);
     return;
   }
   // Member q's tile t raises arrivals[q * tiles + t] on the owner of its rows, into slot q there.

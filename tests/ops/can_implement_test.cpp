@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "iris/host/error.hpp"
 #include "iris/ops/gemm.hpp"
@@ -14,6 +17,7 @@ namespace {
 using iris::ops::DType;
 using iris::ops::Gemm;
 using iris::ops::GemmArguments;
+using iris::ops::GemmConfig;
 using ops_test::accepts;
 using ops_test::fake;
 using ops_test::refuses;
@@ -103,6 +107,98 @@ TEST(GemmCanImplement, InitializeThrowsTheSentence) {
     EXPECT_THAT(error.message(), HasSubstr("K = 100"));
   }
   EXPECT_THROW(gemm.run(), iris::Error);  // never initialized
+}
+
+// The configuration rule (select_config): with sm_count given it needs no GPU.
+GemmArguments decode(int m, int n, int sms = 132) {
+  auto args = good();
+  args.m = m;
+  args.n = n;
+  args.k = 3584;
+  args.sm_count = sms;
+  return args;
+}
+
+/// Sets IRIS_GEMM_CONFIG for one scope, restoring what was there.
+class ConfigEnv {
+ public:
+  explicit ConfigEnv(const char* value) {
+    if (const char* old = std::getenv("IRIS_GEMM_CONFIG")) old_ = old;
+    setenv("IRIS_GEMM_CONFIG", value, 1);
+  }
+  ~ConfigEnv() {
+    if (old_)
+      setenv("IRIS_GEMM_CONFIG", old_->c_str(), 1);
+    else
+      unsetenv("IRIS_GEMM_CONFIG");
+  }
+  ConfigEnv(const ConfigEnv&) = delete;
+  ConfigEnv& operator=(const ConfigEnv&) = delete;
+
+ private:
+  std::optional<std::string> old_;
+};
+
+TEST(GemmConfigRule, SmallMWhereTheLargeTileIdlesHalfTheSms) {
+  if (std::getenv("IRIS_GEMM_CONFIG") != nullptr) GTEST_SKIP() << "IRIS_GEMM_CONFIG is set";
+  // 2 * ceil(M / 128) * ceil(N / 256) <= SMs.
+  EXPECT_EQ(Gemm::select_config(decode(1, 8192)), GemmConfig::kSmallM);       // 32 tiles
+  EXPECT_EQ(Gemm::select_config(decode(128, 8192)), GemmConfig::kSmallM);     // 32
+  EXPECT_EQ(Gemm::select_config(decode(256, 8192)), GemmConfig::kSmallM);     // 64: 128 <= 132
+  EXPECT_EQ(Gemm::select_config(decode(257, 8192)), GemmConfig::kLargeTile);  // 96
+  EXPECT_EQ(Gemm::select_config(decode(4096, 4096)), GemmConfig::kLargeTile);
+  EXPECT_EQ(Gemm::select_config(decode(8, 256)), GemmConfig::kSmallM);          // 1 tile
+  EXPECT_EQ(Gemm::select_config(decode(1, 8192, 63)), GemmConfig::kLargeTile);  // 64 > 63
+  EXPECT_EQ(Gemm::select_config(decode(1, 8192, 64)), GemmConfig::kSmallM);
+  // Only bf16 -> bf16 has a small-M kernel.
+  auto args = decode(1, 8192);
+  args.a_type = args.b_type = args.d_type = DType::kF16;
+  EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
+  args = decode(1, 8192);
+  args.d_type = DType::kF32;
+  EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
+}
+
+TEST(GemmConfigRule, ForcedConfigurationsWin) {
+  auto args = decode(1, 8192);
+  args.config = GemmConfig::kLargeTile;
+  EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
+  args = decode(8192, 8192);
+  args.config = GemmConfig::kSmallM;
+  EXPECT_EQ(Gemm::select_config(args), GemmConfig::kSmallM);
+  EXPECT_TRUE(accepts(Gemm::can_implement(args)));
+  args.a_type = args.b_type = args.d_type = DType::kF16;  // no fp16 small-M kernel
+  EXPECT_TRUE(refuses(Gemm::can_implement(args), {"small_m", "not compiled", "fp16 -> fp16"}));
+  EXPECT_EQ(iris::ops::to_string(GemmConfig::kSmallM), "small_m");
+  EXPECT_EQ(iris::ops::to_string(GemmConfig::kLargeTile), "large_tile");
+  EXPECT_EQ(iris::ops::to_string(GemmConfig::kAuto), "auto");
+}
+
+TEST(GemmConfigRule, TheEnvironmentForcesAutoArguments) {
+  {
+    const ConfigEnv env("large_tile");
+    EXPECT_EQ(Gemm::select_config(decode(1, 8192)), GemmConfig::kLargeTile);
+    auto args = decode(1, 8192);
+    args.config = GemmConfig::kSmallM;  // the arguments win over the environment
+    EXPECT_EQ(Gemm::select_config(args), GemmConfig::kSmallM);
+  }
+  {
+    const ConfigEnv env("small_m");
+    EXPECT_EQ(Gemm::select_config(decode(8192, 8192)), GemmConfig::kSmallM);
+    auto args = decode(1, 8192);
+    args.a_type = args.b_type = args.d_type = DType::kF16;  // none compiled: the large tile
+    EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
+    EXPECT_TRUE(accepts(Gemm::can_implement(args)));
+  }
+  {
+    const ConfigEnv env("auto");
+    EXPECT_EQ(Gemm::select_config(decode(8192, 8192)), GemmConfig::kLargeTile);
+  }
+  {
+    const ConfigEnv env("tiny");
+    EXPECT_THROW(Gemm::select_config(decode(1, 8192)), iris::Error);
+    EXPECT_TRUE(refuses(Gemm::can_implement(decode(1, 8192)), {"IRIS_GEMM_CONFIG", "tiny"}));
+  }
 }
 
 }  // namespace

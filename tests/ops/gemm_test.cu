@@ -1,6 +1,10 @@
 // iris::ops::Gemm against cuBLAS (fp32 output, fp32 compute) on random data, over a grid of
 // shapes with ragged edges in M, N and K, for every compiled type combination; plus leading
-// dimensions wider than the matrix, a limited SM count, and CUDA-graph replays.
+// dimensions wider than the matrix, a limited SM count, and CUDA-graph replays. The small-M
+// configuration (stream-K scheduler) at decode shapes, forced and chosen by the shape rule, in
+// its data-parallel, split-K and stream-K decompositions, over repeated runs and graph replays
+// (its reduction locks must be cleared before every launch), with the caller's workspace and
+// with the one Gemm allocates itself.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -8,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -17,6 +22,7 @@
 namespace {
 
 using iris::ops::DType;
+using iris::ops::GemmConfig;
 
 #define CUBLAS_CHECK(expr) ASSERT_EQ((expr), CUBLAS_STATUS_SUCCESS) << #expr
 
@@ -57,14 +63,25 @@ void fill_matrix(In* p, std::int64_t rows, std::int64_t cols, std::int64_t ld, s
   fill<<<256, 256>>>(p, rows, cols, ld, seed);
 }
 
+/// How check_against_cublas binds and runs the GEMM beyond the shape.
+struct Run {
+  GemmConfig config = GemmConfig::kAuto;  ///< GemmArguments::config
+  GemmConfig expect = GemmConfig::kAuto;  ///< the configuration that must run it; kAuto: any
+  int runs = 1;                           ///< plain runs; D is cleared before the last one
+  bool caller_workspace = true;           ///< false: a null workspace (Gemm allocates its own)
+};
+
 /// Runs our GEMM and cuBLAS on the same random data and compares element by element.
 template <class In, class Out>
 void check_against_cublas(DType in_type, DType out_type, Shape s, std::int64_t pad = 0,
-                          int sm_count = 0, int graph_replays = 0) {
+                          int sm_count = 0, int graph_replays = 0, Run how = {}) {
   SCOPED_TRACE("M = " + std::to_string(s.m) + ", N = " + std::to_string(s.n) +
                ", K = " + std::to_string(s.k) + ", " + std::string(iris::ops::to_string(in_type)) +
                " -> " + std::string(iris::ops::to_string(out_type)) + ", pad " +
-               std::to_string(pad) + ", sm_count " + std::to_string(sm_count));
+               std::to_string(pad) + ", sm_count " + std::to_string(sm_count) + ", config " +
+               std::string(iris::ops::to_string(how.config)) + ", runs " +
+               std::to_string(how.runs) + ", replays " + std::to_string(graph_replays) +
+               (how.caller_workspace ? "" : ", own workspace"));
   const std::int64_t lda = s.k + pad, ldb = s.k + pad, ldd = s.n + pad;
   In *a = nullptr, *b = nullptr;
   Out* d = nullptr;
@@ -90,15 +107,26 @@ void check_against_cublas(DType in_type, DType out_type, Shape s, std::int64_t p
   args.d = d;
   args.ldd = ldd;
   args.sm_count = sm_count;
+  args.config = how.config;
   const auto status = iris::ops::Gemm::can_implement(args);
   ASSERT_TRUE(status) << status.message;
+  const GemmConfig chosen = iris::ops::Gemm::select_config(args);
+  if (how.expect != GemmConfig::kAuto) {
+    ASSERT_EQ(chosen, how.expect) << "the shape rule chose " << iris::ops::to_string(chosen);
+  }
   void* workspace = nullptr;
   const std::size_t workspace_bytes = iris::ops::Gemm::workspace_size(args);
-  if (workspace_bytes) ASSERT_EQ(cudaMalloc(&workspace, workspace_bytes), cudaSuccess);
+  if (workspace_bytes && how.caller_workspace)
+    ASSERT_EQ(cudaMalloc(&workspace, workspace_bytes), cudaSuccess);
   iris::ops::Gemm gemm;
   gemm.initialize(args, workspace);
+  ASSERT_EQ(gemm.arguments().config, chosen);
   if (graph_replays == 0) {
-    gemm.run();
+    for (int i = 0; i < how.runs; ++i) {
+      if (i == how.runs - 1 && how.runs > 1)  // the last run alone must produce the result
+        ASSERT_EQ(cudaMemset(d, 0, sizeof(Out) * s.m * ldd), cudaSuccess);
+      gemm.run();
+    }
   } else {
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -207,6 +235,81 @@ TEST(Gemm, FewerSmsGiveTheSameResult) {
 TEST(Gemm, GraphReplaysGiveTheSameResult) {
   check_against_cublas<__nv_bfloat16, __nv_bfloat16>(DType::kBF16, DType::kBF16, {1024, 1536, 768},
                                                      0, 0, /*graph_replays=*/3);
+}
+
+// Decode shapes (N = 8192, K = 28672 / 8 ranks) and ragged ones through the small-M kernel. What
+// CUTLASS's heuristic makes of them on 132 SMs: at N = 8192, 128 * ceil(M / 128) tiles, data-
+// parallel; at N = 4096 and M <= 128, 64 tiles, stream-K (units cross tile boundaries); at
+// N = 1024, 16 tiles of 64 K steps, split-K; 7 x 1544 x 520, 26 tiles of 9 K steps (the last
+// ragged), stream-K; 128 x 264 x 28672, 5 tiles (6 with the cluster's), split-K.
+const Shape kSmallMShapes[] = {
+    {1, 8192, 3584},   {7, 8192, 3584},   {8, 8192, 3584},  {32, 8192, 3584},
+    {128, 8192, 3584}, {200, 8192, 3584}, {32, 4096, 3584}, {1, 1024, 4096},
+    {7, 1544, 520},    {128, 264, 28672}, {1, 8, 8},
+};
+
+TEST(Gemm, SmallMForcedMatchesCublas) {
+  for (const Shape& s : kSmallMShapes)
+    check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
+        DType::kBF16, DType::kBF16, s, 0, 0, 0,
+        {.config = GemmConfig::kSmallM, .expect = GemmConfig::kSmallM, .runs = 3});
+}
+
+TEST(Gemm, SmallMIsChosenAtDecodeShapes) {
+  if (std::getenv("IRIS_GEMM_CONFIG") != nullptr) GTEST_SKIP() << "IRIS_GEMM_CONFIG is set";
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  if (sms < 128) GTEST_SKIP() << "the decode shapes pick kSmallM on GPUs of 128 SMs or more";
+  for (const int m : {1, 7, 8, 32, 128, 200})
+    check_against_cublas<__nv_bfloat16, __nv_bfloat16>(DType::kBF16, DType::kBF16, {m, 8192, 3584},
+                                                       0, 0, 0,
+                                                       {.expect = GemmConfig::kSmallM, .runs = 2});
+  // 2 * ceil(M / 128) * 32 > SMs: the large tile.
+  check_against_cublas<__nv_bfloat16, __nv_bfloat16>(DType::kBF16, DType::kBF16, {1024, 8192, 512},
+                                                     0, 0, 0, {.expect = GemmConfig::kLargeTile});
+}
+
+TEST(Gemm, LargeTileForcedAtSmallMMatchesCublas) {
+  check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
+      DType::kBF16, DType::kBF16, {8, 8192, 3584}, 0, 0, 0,
+      {.config = GemmConfig::kLargeTile, .expect = GemmConfig::kLargeTile, .runs = 2});
+}
+
+TEST(Gemm, SmallMGraphReplaysGiveTheSameResult) {
+  for (const Shape& s : {Shape{1, 8192, 3584}, Shape{32, 4096, 3584}, Shape{1, 1024, 4096}})
+    check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
+        DType::kBF16, DType::kBF16, s, 0, 0, /*graph_replays=*/4,
+        {.config = GemmConfig::kSmallM, .expect = GemmConfig::kSmallM});
+}
+
+TEST(Gemm, SmallMWithItsOwnWorkspaceAndFewerSms) {
+  // 64 tiles on 20 SMs: two data-parallel waves, then 24 tiles stream-K; Gemm's own workspace
+  // (null from the caller).
+  check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
+      DType::kBF16, DType::kBF16, {32, 4096, 3584}, 0, /*sm_count=*/20, 0,
+      {.config = GemmConfig::kSmallM, .runs = 3, .caller_workspace = false});
+  check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
+      DType::kBF16, DType::kBF16, {128, 264, 28672}, 0, 0, 2,
+      {.config = GemmConfig::kSmallM, .caller_workspace = false});
+  check_against_cublas<__nv_bfloat16, __nv_bfloat16>(DType::kBF16, DType::kBF16, {33, 520, 264},
+                                                     /*pad=*/24, 0, 0,
+                                                     {.config = GemmConfig::kSmallM, .runs = 2});
+}
+
+TEST(Gemm, SmallMNeedsAWorkspaceOnlyWhereItSplitsTiles) {
+  iris::ops::GemmArguments args;
+  args.m = 32;
+  args.k = 3584;
+  args.config = GemmConfig::kSmallM;
+  args.a = args.b = args.d = reinterpret_cast<void*>(std::uintptr_t{256});
+  args.n = 8192;  // 128 tiles on >= 128 SMs: data-parallel, no partial tiles
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  if (sms >= 128) EXPECT_EQ(iris::ops::Gemm::workspace_size(args), 0u);
+  args.n = 1024;  // 16 tiles: split K, partial tiles of 128 x 64 fp32 and their locks
+  EXPECT_GE(iris::ops::Gemm::workspace_size(args), std::size_t{16} * 128 * 64 * 4);
 }
 
 }  // namespace

@@ -40,6 +40,16 @@ struct Status {
   static Status failure(std::string sentence) { return {false, std::move(sentence)}; }
 };
 
+/// The compiled kernel configurations of the plain GEMM (docs/ops.md, "GEMM configurations").
+enum class GemmConfig {
+  kAuto,       ///< chosen by shape (the default): kSmallM where kLargeTile would idle most SMs
+  kLargeTile,  ///< 128 x 256 x 64 tile, 2 x 1 clusters, persistent scheduler: large M
+  kSmallM,     ///< 128 x 64 x 64 tile, 1 x 2 clusters, stream-K scheduler; bf16 -> bf16 only
+};
+
+/// "auto", "large_tile", "small_m" (the values IRIS_GEMM_CONFIG accepts).
+std::string_view to_string(GemmConfig config) noexcept;
+
 /// One GEMM D = A * B^T. Leading dimensions are in elements; 0 means packed (k, k, n).
 struct GemmArguments {
   int m = 0;  ///< rows of A and D, any positive value
@@ -57,6 +67,12 @@ struct GemmArguments {
   /// SMs the persistent grid may occupy (0: all of the device's). Fewer leaves room for kernels
   /// on other streams (the producer-consumer pattern).
   int sm_count = 0;
+  /// Which kernel configuration runs it. kAuto: the environment variable IRIS_GEMM_CONFIG
+  /// (auto, large_tile, small_m) when set, else the shape rule: kSmallM when the types are
+  /// bf16 -> bf16 and 2 * ceil(M / 128) * ceil(N / 256) <= SMs (sm_count, or the device's),
+  /// i.e. when the large tile would leave at least half the SMs without a tile. Forcing
+  /// kSmallM for other types is refused; IRIS_GEMM_CONFIG=small_m leaves them on kLargeTile.
+  GemmConfig config = GemmConfig::kAuto;
 };
 
 namespace detail {
@@ -73,21 +89,31 @@ class Gemm {
   /// Whether `args` describe a GEMM this class runs; the message says why not. Host only (no
   /// GPU needed), cheap; pointers are checked for alignment, not dereferenced.
   static Status can_implement(const GemmArguments& args);
-  /// Device bytes initialize() needs as `workspace` (0 for the persistent schedule, today).
+  /// Device bytes initialize() needs as `workspace`: 0 for kLargeTile; for kSmallM, what the
+  /// stream-K scheduler's partial tiles and locks need (0 when it splits no tile).
   static std::size_t workspace_size(const GemmArguments& args);
 
-  /// Binds `args` and `workspace` (at least workspace_size(args) bytes, device memory that lives
-  /// as long as this object uses it). Throws iris::Error(kInvalidArgument) with can_implement's
-  /// sentence when the arguments are not supported. May launch a small kernel on `stream` to
-  /// clear the workspace; allocates nothing.
+  /// The configuration initialize() would choose for `args` (never kAuto). Host only; asks the
+  /// device for its SM count when args.sm_count is 0. Throws iris::Error(kInvalidArgument) on
+  /// a bad IRIS_GEMM_CONFIG.
+  static GemmConfig select_config(const GemmArguments& args);
+
+  /// Binds `args` and `workspace` (at least workspace_size(args) bytes of device memory that
+  /// lives as long as this object uses it, 256-byte aligned as cudaMalloc's are). With a null
+  /// `workspace` where workspace_size(args) is not 0, the object allocates one of that size and
+  /// owns it; otherwise it allocates nothing. Throws iris::Error(kInvalidArgument) with
+  /// can_implement's sentence when the arguments are not supported. May enqueue a memset on
+  /// `stream` to clear the workspace.
   void initialize(const GemmArguments& args, void* workspace = nullptr,
                   cudaStream_t stream = nullptr);
 
-  /// Enqueues the GEMM on `stream`. No host synchronisation and no allocation: it can be
-  /// captured in a CUDA graph, and the graph replays it with the bound arguments. Precondition:
-  /// initialize() succeeded.
+  /// Enqueues the GEMM on `stream` (for kSmallM, after a memset of the stream-K locks where it
+  /// splits tiles). No host synchronisation and no allocation: it can be captured in a CUDA
+  /// graph, and the graph replays it with the bound arguments. Precondition: initialize()
+  /// succeeded.
   void run(cudaStream_t stream = nullptr);
 
+  /// The bound arguments, `config` resolved to the configuration that runs them.
   const GemmArguments& arguments() const;
 
  private:

@@ -1,6 +1,7 @@
 // The CUTLASS kernels behind iris::ops::Gemm: SM90 TMA + wgmma mainloop from CUTLASS's
-// collective builder, warp-specialized cooperative schedule, persistent tile scheduler, and
-// either CUTLASS's TMA epilogue (plain GEMM) or the tile-store epilogue (tile_epilogue.hpp).
+// collective builder, warp-specialized cooperative schedule, persistent tile scheduler (stream-K
+// for the small-M configuration), and either CUTLASS's TMA epilogue (plain GEMM) or the
+// tile-store epilogue (tile_epilogue.hpp).
 // Not public; include it only from the translation units under src/ops/ that instantiate one
 // kernel each (CUTLASS kernels are slow to compile).
 #pragma once
@@ -8,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -24,35 +26,42 @@
 
 namespace iris::ops::detail {
 
-/// The CTA tile and cluster every kernel uses: 128 x 256 x 64 with a 2 x 1 cluster (A tiles
-/// multicast along N) is the shape CUTLASS's profiler favours for large bf16/fp16 GEMMs.
+/// The CTA tile and cluster of the large-tile configuration and the tile-store kernels:
+/// 128 x 256 x 64 with a 2 x 1 cluster (the B tile multicast to the two CTAs along M) is the
+/// shape CUTLASS's profiler favours for large bf16/fp16 GEMMs.
 using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
 using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
 using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
 
 // clang-format off
-template <class ElementAB, class CollectiveEpilogue>
-using MainloopFor = typename cutlass::gemm::collective::CollectiveBuilder<
+/// The mainloop of a CTA tile and cluster shape (the cooperative schedule).
+template <class ElementAB, class CollectiveEpilogue, class Tile, class Cluster>
+using MainloopOf = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
     ElementAB, cutlass::layout::RowMajor, 16 / sizeof(ElementAB),     // A: M x K, K contiguous
     ElementAB, cutlass::layout::ColumnMajor, 16 / sizeof(ElementAB),  // B: N x K, K contiguous
-    float, TileShape, ClusterShape,
+    float, Tile, Cluster,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
         sizeof(typename CollectiveEpilogue::SharedStorage))>,
     KernelSchedule>::CollectiveOp;
+
+/// CUTLASS's TMA epilogue of a CTA tile and cluster shape: D = accumulators, no source C.
+template <class ElementD, class Tile, class Cluster>
+using TmaEpilogueOf = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+    void, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
+    ElementD, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
+    cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
 // clang-format on
+
+template <class ElementAB, class CollectiveEpilogue>
+using MainloopFor = MainloopOf<ElementAB, CollectiveEpilogue, TileShape, ClusterShape>;
 
 /// D = A * B^T with CUTLASS's TMA epilogue (no source C).
 template <class ElementAB, class ElementD>
 struct PlainGemm {
-  // clang-format off
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      void, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
-      ElementD, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
-      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
-  // clang-format on
+  using Epilogue = TmaEpilogueOf<ElementD, TileShape, ClusterShape>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
                                                       MainloopFor<ElementAB, Epilogue>, Epilogue,
                                                       cutlass::gemm::PersistentScheduler>;
@@ -72,6 +81,39 @@ struct TileStoreGemm {
                                                       cutlass::gemm::PersistentScheduler>;
   static constexpr bool kTileStore = true;
 };
+
+/// The small-M configuration (GemmConfig::kSmallM, bf16 -> bf16): a 128 x 64 x 64 CTA tile (the
+/// cooperative schedule's smallest M: two consumer warpgroups of 64 rows), 1 x 2 clusters (the A
+/// tile multicast to the two CTAs along N) and CUTLASS's stream-K tile scheduler. When M is small
+/// the large tile leaves most SMs without a tile; a 64-column tile gives 4x as many tiles, and
+/// where even those are fewer than half the SMs, the scheduler splits K across SMs (stream-K or
+/// split-K, its heuristic) and reduces the partial tiles through the workspace. The rule that
+/// picks it is detail::select_config (gemm.cpp); the shapes below are kSmallMShape there.
+using SmallMTileShape = cute::Shape<cute::_128, cute::_64, cute::_64>;
+using SmallMClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
+
+/// D = A * B^T with the small-M tile, stream-K scheduler and CUTLASS's TMA epilogue.
+template <class ElementAB, class ElementD>
+struct SmallMGemm {
+  using Epilogue = TmaEpilogueOf<ElementD, SmallMTileShape, SmallMClusterShape>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>,
+      MainloopOf<ElementAB, Epilogue, SmallMTileShape, SmallMClusterShape>, Epilogue,
+      cutlass::gemm::StreamKScheduler>;
+  static constexpr bool kTileStore = false;
+  static_assert(cute::size<0>(SmallMTileShape{}) == kSmallMShape.tile_m &&
+                    cute::size<1>(SmallMTileShape{}) == kSmallMShape.tile_n &&
+                    cute::size<0>(SmallMClusterShape{}) == kSmallMShape.cluster_m &&
+                    cute::size<1>(SmallMClusterShape{}) == kSmallMShape.cluster_n,
+                "kSmallMShape (gemm_runner.hpp, read by the selection rule) must match the kernel");
+};
+
+/// Whether a kernel's scheduler is CUTLASS's stream-K scheduler: its reduction locks in the
+/// workspace count up during a launch and are never reset by the kernel, so every launch must
+/// start from the zeroed locks that Kernel::initialize_workspace leaves.
+template <class Kernel>
+inline constexpr bool kUsesStreamK =
+    std::is_same_v<typename Kernel::TileSchedulerTag, cutlass::gemm::StreamKScheduler>;
 
 template <class Config>
 class CutlassRunner final : public GemmRunner {
@@ -97,13 +139,39 @@ class CutlassRunner final : public GemmRunner {
                   cudaStream_t stream) override {
     if (Config::kTileStore && store == nullptr)
       throw Error(Errc::kInternal, "tile-store GEMM initialized without a TileStore");
-    const auto status = op_.initialize(make_arguments(args, store), workspace, stream);
+    auto arguments = make_arguments(args, store);
+    if constexpr (kUsesStreamK<Kernel>) {
+      // One SM count for the workspace's size and layout, the launch and every reset in run();
+      // resolved here so that run() asks the device nothing.
+      if (arguments.hw_info.sm_count <= 0)
+        arguments.hw_info.sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+            arguments.hw_info.device_id);
+      if (workspace == nullptr && Adapter::get_workspace_size(arguments) > 0)
+        throw Error(Errc::kInvalidArgument,
+                    "the stream-K GEMM needs a workspace of " +
+                        std::to_string(Adapter::get_workspace_size(arguments)) +
+                        " bytes and got none");
+      stream_k_arguments_ = arguments;
+      stream_k_workspace_ = workspace;
+    }
+    const auto status = op_.initialize(arguments, workspace, stream);
     if (status != cutlass::Status::kSuccess)
       throw Error(Errc::kInvalidArgument,
                   std::string("CUTLASS GEMM initialize failed: ") + cutlassGetStatusString(status));
   }
 
   void run(cudaStream_t stream) override {
+    if constexpr (kUsesStreamK<Kernel>) {
+      // The previous launch left its reduction locks counted up: clear them (a cudaMemsetAsync
+      // of the lock part of the workspace, nothing when the decomposition is data-parallel).
+      const auto reset =
+          Kernel::initialize_workspace(stream_k_arguments_, stream_k_workspace_, stream);
+      if (reset != cutlass::Status::kSuccess)
+        throw Error(Errc::kCuda,
+                    std::string("clearing the stream-K GEMM's workspace failed: ") +
+                        cutlassGetStatusString(reset),
+                    static_cast<int>(cudaGetLastError()));
+    }
     const auto status = op_.run(stream);
     if (status != cutlass::Status::kSuccess)
       throw Error(Errc::kCuda,
@@ -111,8 +179,8 @@ class CutlassRunner final : public GemmRunner {
                   static_cast<int>(cudaGetLastError()));
   }
 
-  int tile_m() const override { return cute::size<0>(TileShape{}); }
-  int tile_n() const override { return cute::size<1>(TileShape{}); }
+  int tile_m() const override { return cute::size<0>(typename Kernel::TileShape{}); }
+  int tile_n() const override { return cute::size<1>(typename Kernel::TileShape{}); }
 
  private:
   static typename Adapter::Arguments make_arguments(const GemmArguments& g,
@@ -153,6 +221,9 @@ class CutlassRunner final : public GemmRunner {
   }
 
   Adapter op_;
+  // Stream-K kernels only: what run() clears before each launch.
+  typename Adapter::Arguments stream_k_arguments_{};
+  void* stream_k_workspace_ = nullptr;
 };
 
 }  // namespace iris::ops::detail

@@ -47,7 +47,9 @@ class GemmRunner {
   /// CUTLASS's own check, after GemmArguments passed ours; message empty when ok.
   virtual Status can_implement(const GemmArguments& args) const = 0;
   virtual std::size_t workspace_size(const GemmArguments& args) const = 0;
-  /// `store` is required by tile-store kernels and ignored by the others.
+  /// `store` is required by tile-store kernels and ignored by the others. `workspace`: at least
+  /// workspace_size(args) bytes of device memory, or null where that is 0 (the runner of
+  /// make_gemm also takes null when it is not 0: it then allocates and owns one).
   virtual void initialize(const GemmArguments& args, const TileStore* store, void* workspace,
                           cudaStream_t stream) = 0;
   virtual void run(cudaStream_t stream) = 0;
@@ -56,6 +58,17 @@ class GemmRunner {
   virtual int tile_n() const = 0;
 };
 
+/// Forces the plain GEMM's configuration for every op: auto, large_tile or small_m (docs/ops.md).
+inline constexpr const char* kGemmConfigEnv = "IRIS_GEMM_CONFIG";
+
+/// The CTA tile and cluster of a plain-GEMM configuration, for the selection rule (which needs
+/// no CUTLASS); gemm_kernel.hpp checks them against the kernels.
+struct GemmConfigShape {
+  int tile_m, tile_n, cluster_m, cluster_n;
+};
+inline constexpr GemmConfigShape kLargeTileShape{128, 256, 2, 1};
+inline constexpr GemmConfigShape kSmallMShape{128, 64, 1, 2};
+
 // One factory per compiled kernel (src/ops/gemm_*.cu).
 std::unique_ptr<GemmRunner> make_gemm_bf16_bf16();
 std::unique_ptr<GemmRunner> make_gemm_f16_f16();
@@ -63,8 +76,19 @@ std::unique_ptr<GemmRunner> make_gemm_bf16_f32();
 /// bf16 -> bf16 with the tile-store epilogue (GEMM + all-scatter, GEMM + reduce-scatter).
 std::unique_ptr<GemmRunner> make_tile_store_gemm_bf16();
 
-/// The plain kernel for these types, or null when none is compiled.
+/// bf16 -> bf16, the small-M configuration (SmallMGemm: 128 x 64 tile, stream-K scheduler).
+std::unique_ptr<GemmRunner> make_small_m_gemm_bf16();
+
+/// The plain GEMM for these types, or null when none is compiled. Every op's plain GEMM comes
+/// from here: the runner picks the configuration (select_config) at each initialize() from the
+/// arguments, and owns the workspace it needs when given none. tile_m()/tile_n() are the bound
+/// kernel's; before the first initialize(), the large tile's.
 std::unique_ptr<GemmRunner> make_gemm(DType ab, DType d);
+
+/// The configuration the plain GEMM runs `args` with (GemmArguments::config, else
+/// IRIS_GEMM_CONFIG, else the shape rule; see gemm.cpp). Never kAuto. Throws
+/// iris::Error(kInvalidArgument) on a bad IRIS_GEMM_CONFIG.
+GemmConfig select_config(const GemmArguments& args);
 
 /// Our own checks of `args` (shape, types, alignment), as a sentence.
 Status check_arguments(const GemmArguments& args);
