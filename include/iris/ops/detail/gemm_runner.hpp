@@ -60,8 +60,10 @@ class GemmRunner {
 std::unique_ptr<GemmRunner> make_gemm_bf16_bf16();
 std::unique_ptr<GemmRunner> make_gemm_f16_f16();
 std::unique_ptr<GemmRunner> make_gemm_bf16_f32();
-/// bf16 -> bf16 with the tile-store epilogue (GEMM + all-scatter, GEMM + reduce-scatter).
+/// bf16 -> bf16 and fp16 -> fp16 with the tile-store epilogue (GEMM + all-scatter,
+/// GEMM + reduce-scatter, GEMM + all-reduce).
 std::unique_ptr<GemmRunner> make_tile_store_gemm_bf16();
+std::unique_ptr<GemmRunner> make_tile_store_gemm_f16();
 
 /// The plain kernel for these types, or null when none is compiled.
 std::unique_ptr<GemmRunner> make_gemm(DType ab, DType d);
