@@ -23,6 +23,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -213,7 +214,8 @@ __global__ void to_fp16(const bf16* from, __half* to, std::size_t count) {
 /// Two ops on the same operands, timed in alternation in one run.
 struct Paired {
   double first_ms = 0, second_ms = 0;  ///< each one's median (the slowest rank's)
-  double ratio = 0;  ///< median over consecutive pairs of second / first (the largest rank's)
+  double ratio = 0;   ///< median over consecutive pairs of second / first (the largest rank's)
+  double spread = 0;  ///< median over the pairs of |second / first - 1| (the largest rank's)
 };
 
 /// Times `first.run` and `second.run` (collective ops) alternately on `stream`: call c runs
@@ -234,18 +236,20 @@ Paired paired_ms(iris::Context& ctx, cudaStream_t stream, const example::Repeats
         before();
         ctx.device_barrier(stream);
       });
-  std::vector<double> firsts, seconds, ratios;
+  std::vector<double> firsts, seconds, ratios, spreads;
   for (std::size_t s = 0; s + 1 < samples.size(); s += 2) {
     double a = samples[s], b = samples[s + 1];
     if (is_second(alternating.warmup + static_cast<long>(s))) std::swap(a, b);
     firsts.push_back(a);
     seconds.push_back(b);
     ratios.push_back(b / a);
+    spreads.push_back(std::abs(b / a - 1));
   }
   auto& bootstrap = ctx.bootstrap();
   return {iris::bench::slowest_rank(bootstrap, example::summarize(firsts).median),
           iris::bench::slowest_rank(bootstrap, example::summarize(seconds).median),
-          iris::bench::slowest_rank(bootstrap, example::summarize(ratios).median)};
+          iris::bench::slowest_rank(bootstrap, example::summarize(ratios).median),
+          iris::bench::slowest_rank(bootstrap, example::summarize(spreads).median)};
 }
 
 /// `json` with `.<part>` before its .json ("" stays "").
@@ -317,6 +321,8 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
       traced.initialize(args(pattern, iris::ops::DType::kBF16, &tracer));
       const Paired t =
           paired_ms(ctx, stream, repeats, untraced, traced, [&] { tracer.clear(stream); });
+      // The noise floor: the untraced op against itself, paired the same way.
+      const Paired same = paired_ms(ctx, stream, repeats, untraced, untraced, [] {});
       tracer.clear(stream);
       traced.run(stream);
       IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -327,6 +333,7 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
       row.number("tiles", tiles, "%.0f");
       row.number("untraced_ms", t.first_ms).number("traced_ms", t.second_ms);
       row.number("trace_cost", t.ratio - 1, "%+.4f");
+      row.number("pair_spread", same.spread, "%.4f");
       row.number("events", static_cast<double>(events), "%.0f");
       row.number("events_per_tile", static_cast<double>(events) / tiles, "%.1f");
       tracing_rows.push_back(row);
@@ -355,8 +362,9 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
       json_beside(json, "trace"),
       "untraced_ms, traced_ms: the op without and with an iris::ops::Tracer, timed in "
       "alternation (the slowest rank's median); trace_cost = median over adjacent pairs of "
-      "traced / untraced - 1 (the largest rank's); events: what one traced run records on rank "
-      "0" +
+      "traced / untraced - 1 (the largest rank's); pair_spread = median over adjacent pairs of "
+      "|untraced / untraced - 1|, the untraced op against itself (its noise floor); events: what "
+      "one traced run records on rank 0" +
           std::string(dropped ? "; the tracer DROPPED events, so the cost is understated" : ""));
   iris::bench::report("gemm + all-scatter: fp16 against bf16, " + ranks, fp16_rows,
                       json_beside(json, "fp16"),
