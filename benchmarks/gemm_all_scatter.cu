@@ -267,8 +267,9 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
   using iris::ops::AllScatterPattern;
   const int world = ctx.world_size(), me = ctx.rank();
   const cudaStream_t stream = iris::bench::nonblocking_stream();
-  // Every communicating pattern in fp16; on one rank only the two whose epilogue and senders
-  // still run (bulk-synchronous and producer-consumer send nothing there).
+  // Every communicating pattern in fp16; on one rank only fused-sequential and
+  // workgroup-specialized, whose epilogue and senders still run there (the other two reduce to
+  // their GEMM).
   std::vector<AllScatterPattern> fp16_patterns = {AllScatterPattern::kFusedSequential,
                                                   AllScatterPattern::kWorkgroupSpecialized};
   if (world > 1)
@@ -355,6 +356,7 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
     cudaFree(a16);
     cudaFree(b16);
   }
+  IRIS_CUDA_CHECK(cudaStreamDestroy(stream));
   if (me != 0) return;
   const std::string ranks = std::to_string(world) + (world == 1 ? " rank" : " ranks");
   iris::bench::report(
