@@ -14,19 +14,29 @@
 // and twice its default sending blocks, and rank 0 writes the fastest pattern and split per shape
 // as a kAuto table (point it IRIS_OPS_TUNING at the file; docs/ops.md). --shapes N runs the first N
 // shapes only.
+// Then, on one rank and on several, two tables of variants of the op on the same shapes, each
+// timed in alternation with its reference in one run (paired samples): tracing's cost (the
+// fused-sequential and workgroup-specialized ops with an iris::ops::Tracer against the same
+// ops without, and the events one run records), and fp16 against bf16 for each communicating
+// pattern. Their JSON goes next to --json's: <name>.trace.json and <name>.fp16.json.
 //
 //   ./bench_gemm_all_scatter [--json gemm.json] [--samples 10]
 //   iris-run -n 4 ./bench_gemm_all_scatter --json gemm_all_scatter_n4.json [--tune t.json]
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "iris/iris.hpp"
 #include "iris/ops/detail/all_scatter_tuning.hpp"
 #include "iris/ops/gemm.hpp"
 #include "iris/ops/gemm_all_scatter.hpp"
+#include "iris/ops/trace.hpp"
 #include "ops_bench.hpp"
 
 namespace {
@@ -255,13 +265,178 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
   }
 }
 
-/// The value after `flag`, or "" when absent.
-std::string text_arg(int argc, char** argv, const std::string& flag) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == flag) return argv[i + 1];
-  return "";
+/// to[i] = from[i] in fp16 (the fill's values, multiples of 1/8 in [-1, 1], are exact in both).
+__global__ void to_fp16(const bf16* from, __half* to, std::size_t count) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    to[i] = __float2half(__bfloat162float(from[i]));
 }
 
+/// Two ops on the same operands, timed in alternation in one run.
+struct Paired {
+  double first_ms = 0, second_ms = 0;  ///< each one's median (the slowest rank's)
+  double ratio = 0;   ///< median over consecutive pairs of second / first (the largest rank's)
+  double spread = 0;  ///< median over the pairs of |second / first - 1| (the largest rank's)
+};
+
+/// Times `first.run` and `second.run` (collective ops) alternately on `stream`: call c runs
+/// `second` when c is odd, so samples 2j and 2j + 1 hold one of each, taken back to back, and
+/// drift (clocks, temperature) cancels out of their ratio. `before()` queues what precedes each
+/// sample, untimed.
+template <class Before>
+Paired paired_ms(iris::Context& ctx, cudaStream_t stream, const example::Repeats& repeats,
+                 iris::ops::GemmAllScatter& first, iris::ops::GemmAllScatter& second,
+                 Before&& before) {
+  example::Repeats alternating = repeats;
+  alternating.calls_per_sample = 1;
+  alternating.samples = 2 * repeats.samples;
+  const auto is_second = [](long call) { return call % 2 == 1; };
+  const std::vector<double> samples = example::time_calls_ms(
+      stream, alternating, [&](long call) { (is_second(call) ? second : first).run(stream); },
+      [&] {
+        before();
+        ctx.device_barrier(stream);
+      });
+  std::vector<double> firsts, seconds, ratios, spreads;
+  for (std::size_t s = 0; s + 1 < samples.size(); s += 2) {
+    double a = samples[s], b = samples[s + 1];
+    if (is_second(alternating.warmup + static_cast<long>(s))) std::swap(a, b);
+    firsts.push_back(a);
+    seconds.push_back(b);
+    ratios.push_back(b / a);
+    spreads.push_back(std::abs(b / a - 1));
+  }
+  auto& bootstrap = ctx.bootstrap();
+  return {iris::bench::slowest_rank(bootstrap, example::summarize(firsts).median),
+          iris::bench::slowest_rank(bootstrap, example::summarize(seconds).median),
+          iris::bench::slowest_rank(bootstrap, example::summarize(ratios).median),
+          iris::bench::slowest_rank(bootstrap, example::summarize(spreads).median)};
+}
+
+/// `json` with `.<part>` before its .json ("" stays "").
+std::string json_beside(const std::string& json, const std::string& part) {
+  if (json.empty()) return json;
+  const std::string ext = ".json";
+  const bool has_ext = json.size() > ext.size() && json.rfind(ext) == json.size() - ext.size();
+  return (has_ext ? json.substr(0, json.size() - ext.size()) : json) + "." + part + ext;
+}
+
+/// Tracing's cost and fp16 against bf16, on `shapes` (N: all ranks' columns together): the two
+/// tables after the main one.
+void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
+                    const std::vector<Shape>& shapes, const std::string& json) {
+  using iris::ops::AllScatterPattern;
+  const int world = ctx.world_size(), me = ctx.rank();
+  const cudaStream_t stream = iris::bench::nonblocking_stream();
+  // Every communicating pattern in fp16; on one rank only fused-sequential and
+  // workgroup-specialized, whose epilogue and senders still run there (the other two reduce to
+  // their GEMM).
+  std::vector<AllScatterPattern> fp16_patterns = {AllScatterPattern::kFusedSequential,
+                                                  AllScatterPattern::kWorkgroupSpecialized};
+  if (world > 1)
+    fp16_patterns = {AllScatterPattern::kBulkSynchronous, AllScatterPattern::kFusedSequential,
+                     AllScatterPattern::kProducerConsumer,
+                     AllScatterPattern::kWorkgroupSpecialized};
+  std::vector<iris::bench::Row> tracing_rows, fp16_rows;
+  std::size_t dropped = 0;
+  for (const Shape& s : shapes) {
+    const int n = s.n / world;
+    const std::size_t a_count = std::size_t(s.m) * s.k, b_count = std::size_t(n) * s.k;
+    bf16 *a, *b;
+    __half *a16, *b16;
+    IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * a_count));
+    IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * b_count));
+    IRIS_CUDA_CHECK(cudaMalloc(&a16, sizeof(__half) * a_count));
+    IRIS_CUDA_CHECK(cudaMalloc(&b16, sizeof(__half) * b_count));
+    iris::bench::fill<<<1024, 256>>>(a, a_count, 1);
+    iris::bench::fill<<<1024, 256>>>(b, b_count, 2 + me);
+    to_fp16<<<1024, 256>>>(a, a16, a_count);
+    to_fp16<<<1024, 256>>>(b, b16, b_count);
+    // One symmetric C for both types (2-byte elements either way).
+    auto c = ctx.zeros<bf16>(iris::Shape(std::size_t(s.m) * s.n));
+    const auto args = [&](AllScatterPattern pattern, iris::ops::DType type,
+                          iris::ops::Tracer* trace) {
+      const bool fp16 = type == iris::ops::DType::kF16;
+      return iris::ops::GemmAllScatterArguments{.m = s.m,
+                                                .n = n,
+                                                .k = s.k,
+                                                .type = type,
+                                                .a = fp16 ? static_cast<const void*>(a16) : a,
+                                                .b = fp16 ? static_cast<const void*>(b16) : b,
+                                                .c = c.data(),
+                                                .pattern = pattern,
+                                                .trace = trace};
+    };
+    const auto shape_row = [&](AllScatterPattern pattern) {
+      iris::bench::Row row;
+      row.number("ranks", world, "%.0f").number("M", s.m, "%.0f").number("N", s.n, "%.0f");
+      row.number("K", s.k, "%.0f").text("pattern", std::string(iris::ops::to_string(pattern)));
+      return row;
+    };
+    // Tracing: the same op with and without a tracer; the tracer is cleared before each sample
+    // (untimed), so that no run overflows it and every traced run records all of its events.
+    for (const auto pattern :
+         {AllScatterPattern::kFusedSequential, AllScatterPattern::kWorkgroupSpecialized}) {
+      iris::ops::Tracer tracer;
+      iris::ops::GemmAllScatter untraced(ctx), traced(ctx);
+      untraced.initialize(args(pattern, iris::ops::DType::kBF16, nullptr));
+      traced.initialize(args(pattern, iris::ops::DType::kBF16, &tracer));
+      const Paired t =
+          paired_ms(ctx, stream, repeats, untraced, traced, [&] { tracer.clear(stream); });
+      // The noise floor: the untraced op against itself, paired the same way.
+      const Paired same = paired_ms(ctx, stream, repeats, untraced, untraced, [] {});
+      tracer.clear(stream);
+      traced.run(stream);
+      IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const std::size_t events = tracer.events().size();
+      dropped += tracer.dropped();
+      const int tiles = traced.tiles_per_block();
+      iris::bench::Row row = shape_row(pattern);
+      row.number("tiles", tiles, "%.0f");
+      row.number("untraced_ms", t.first_ms).number("traced_ms", t.second_ms);
+      row.number("trace_cost", t.ratio - 1, "%+.4f");
+      row.number("pair_spread", same.spread, "%.4f");
+      row.number("events", static_cast<double>(events), "%.0f");
+      row.number("events_per_tile", static_cast<double>(events) / tiles, "%.1f");
+      tracing_rows.push_back(row);
+    }
+    for (const auto pattern : fp16_patterns) {
+      iris::ops::GemmAllScatter bf16_op(ctx), fp16_op(ctx);
+      bf16_op.initialize(args(pattern, iris::ops::DType::kBF16, nullptr));
+      fp16_op.initialize(args(pattern, iris::ops::DType::kF16, nullptr));
+      const Paired t = paired_ms(ctx, stream, repeats, bf16_op, fp16_op, [] {});
+      iris::bench::Row row = shape_row(pattern);
+      row.number("bf16_ms", t.first_ms).number("fp16_ms", t.second_ms);
+      row.number("fp16_vs_bf16", t.ratio);
+      fp16_rows.push_back(row);
+    }
+    IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    ctx.barrier();
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(a16);
+    cudaFree(b16);
+  }
+  IRIS_CUDA_CHECK(cudaStreamDestroy(stream));
+  if (me != 0) return;
+  const std::string ranks = std::to_string(world) + (world == 1 ? " rank" : " ranks");
+  iris::bench::report(
+      "gemm + all-scatter (bf16): tracing's cost, " + ranks, tracing_rows,
+      json_beside(json, "trace"),
+      "untraced_ms, traced_ms: the op without and with an iris::ops::Tracer, timed in "
+      "alternation (the slowest rank's median); trace_cost = median over adjacent pairs of "
+      "traced / untraced - 1 (the largest rank's); pair_spread = median over adjacent pairs of "
+      "|untraced / untraced - 1|, the untraced op against itself (its noise floor); events: what "
+      "one traced run records on rank 0" +
+          std::string(dropped ? "; the tracer DROPPED events, so the cost is understated" : ""));
+  iris::bench::report("gemm + all-scatter: fp16 against bf16, " + ranks, fp16_rows,
+                      json_beside(json, "fp16"),
+                      "bf16_ms, fp16_ms: the same pattern in each type, timed in alternation "
+                      "(the slowest rank's median); fp16_vs_bf16 = median over adjacent pairs of "
+                      "fp16 time / bf16 time (the largest rank's)");
+}
+
+/// The value after `flag`, or "" when absent.
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -271,12 +446,19 @@ int main(int argc, char** argv) {
   auto ctx = iris::Context::from_env(options);
   const example::Repeats repeats = iris::bench::ops_repeats(argc, argv);
   const std::string json = iris::bench::json_path_from_args(argc, argv);
+  const int shape_count = static_cast<int>(example::number_arg(argc, argv, "--shapes", 0));
+  std::vector<Shape> variant_shapes;
   if (ctx.world_size() == 1) {
     single_rank(ctx, repeats, json);
     decode_sizes(repeats, json);
+    variant_shapes = {{1024, 4096, 14336}, {4096, 4096, 14336}, {8192, 8192, 8192}};
   } else {
-    several_ranks(ctx, repeats, json, text_arg(argc, argv, "--tune"),
-                  static_cast<int>(example::number_arg(argc, argv, "--shapes", 0)));
+    const char* tune = example::string_arg(argc, argv, "--tune");
+    several_ranks(ctx, repeats, json, tune != nullptr ? tune : "", shape_count);
+    variant_shapes = {{1024, 4096, 14336}, {4096, 8192, 28672}};
   }
+  if (shape_count > 0 && shape_count < static_cast<int>(variant_shapes.size()))
+    variant_shapes.resize(shape_count);
+  variant_tables(ctx, repeats, variant_shapes, json);
   return 0;
 }

@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "iris/ccl.hpp"
@@ -38,6 +40,8 @@ std::string_view to_string(AllScatterPattern pattern) noexcept {
 
 namespace detail {
 
+/// C's elements as the tile grid and the send loop see them: 2-byte words, copied as they are
+/// (bf16 or fp16 alike; only the GEMM kernels convert, each compiled for one type).
 using Element = __nv_bfloat16;
 constexpr unsigned kPushThreads = 256;
 
@@ -119,7 +123,20 @@ GemmArguments block_gemm(const GemmAllScatterArguments& a, const iris::team& tea
   void* d = a.c == nullptr
                 ? nullptr
                 : static_cast<void*>(static_cast<Element*>(a.c) + std::int64_t{me} * a.n);
-  return gemm_of(a, a.n, d, std::int64_t{a.n} * team.size);
+  GemmArguments g = gemm_of(a, a.n, d, std::int64_t{a.n} * team.size);
+  g.a_type = g.b_type = g.d_type = a.type;
+  return g;
+}
+
+/// The tile-store GEMM (fused-sequential, producer-consumer) of `type`: bf16 or fp16.
+std::unique_ptr<GemmRunner> make_tile_store_gemm(DType type) {
+  return type == DType::kF16 ? make_tile_store_gemm_f16() : make_tile_store_gemm_bf16();
+}
+
+/// The workgroup-specialized kernel of `type`: bf16 or fp16.
+std::unique_ptr<WorkgroupSpecializedGemm> make_workgroup_specialized_gemm(DType type) {
+  return type == DType::kF16 ? make_workgroup_specialized_gemm_f16()
+                             : make_workgroup_specialized_gemm_bf16();
 }
 }  // namespace
 
@@ -133,12 +150,15 @@ GemmAllScatter::GemmAllScatter(GemmAllScatter&&) noexcept = default;
 GemmAllScatter& GemmAllScatter::operator=(GemmAllScatter&&) noexcept = default;
 
 Status GemmAllScatter::can_implement(const Context& ctx, const GemmAllScatterArguments& args) {
+  if (args.type != DType::kBF16 && args.type != DType::kF16)
+    return Status::failure("the element type is " + std::string(to_string(args.type)) +
+                           "; GemmAllScatter takes bf16 or fp16 (A, B and C of one type)");
   const iris::team team = detail::resolve_team(ctx, args.team);
   int me = -1;
   if (auto status = detail::check_membership(ctx, team, me); !status) return status;
   if (auto status = detail::check_symmetric_c<detail::Element>(
           ctx, args.c, "M x N * team.size", args.m, std::int64_t{args.n} * team.size,
-          args.m > 0 && args.n > 0);
+          args.m > 0 && args.n > 0, args.type);
       !status)
     return status;
   if (args.gemm_sms < 0 || args.comm_blocks < 0)
@@ -179,11 +199,11 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
   s.gemm = {};
   s.ws = {};
   if (s.pattern == AllScatterPattern::kWorkgroupSpecialized)
-    s.ws = detail::make_workgroup_specialized_gemm_bf16();
+    s.ws = detail::make_workgroup_specialized_gemm(args.type);
   else
     s.gemm = s.pattern == AllScatterPattern::kBulkSynchronous
-                 ? detail::make_gemm(DType::kBF16, DType::kBF16)
-                 : detail::make_tile_store_gemm_bf16();
+                 ? detail::make_gemm(args.type, args.type)
+                 : detail::make_tile_store_gemm(args.type);
   auto& grid = s.grid;
   grid.c = static_cast<detail::Element*>(args.c);
   grid.m = args.m;

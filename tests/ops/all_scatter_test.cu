@@ -1,8 +1,9 @@
-// GEMM + all-scatter in every pattern, on every rank: each rank computes its column block of C
-// from small-integer data (so every bf16 result is exact) and every element of every rank's C
-// is checked against a host reference; runs are repeated and replayed from a CUDA graph, and
-// the per-tile arrival flags must count exactly the runs.
+// GEMM + all-scatter in every pattern, on every rank, in bf16 and fp16: each rank computes its
+// column block of C from small-integer data (so every result is exact in either type) and every
+// element of every rank's C is checked against a host reference; runs are repeated and replayed
+// from a CUDA graph, and the per-tile arrival flags must count exactly the runs.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "iris/iris.hpp"
@@ -17,13 +19,53 @@
 #include "iris/ops/trace.hpp"
 #include "ops/common.cuh"
 
+// Named, not anonymous: the test also uses ops_test's unnamed namespace, and nvcc's kernel
+// registration cannot tell two of them apart.
+namespace all_scatter_test {
+__global__ void to_half(const __nv_bfloat16* from, __half* to, std::size_t count) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    to[i] = __float2half_rn(__bfloat162float(from[i]));
+}
+}  // namespace all_scatter_test
+
 namespace {
 
+using all_scatter_test::to_half;
 using iris::ops::AllScatterPattern;
+using iris::ops::DType;
 using namespace ops_test;
 
 // A is the same on every rank (the data of "rank" 0), B is each rank's own; with K <= 256 every
-// dot product is an integer of magnitude <= 256, which bf16 represents exactly.
+// dot product is an integer of magnitude <= 256, which bf16 and fp16 represent exactly.
+
+/// The operands of `p` in T (bf16 or fp16): A of "rank" 0 everywhere, this rank's B.
+template <class T>
+struct TypedOperands {
+  static constexpr DType kType = std::is_same_v<T, __half> ? DType::kF16 : DType::kBF16;
+  Operands bf16;
+  const void* a = bf16.a;
+  const void* b = bf16.b;
+  __half *a16 = nullptr, *b16 = nullptr;
+  explicit TypedOperands(const Problem& p) : bf16(p, 0, context().rank(), false) {
+    if constexpr (kType == DType::kF16) {
+      const std::size_t a_count = std::size_t(p.m) * p.k, b_count = std::size_t(p.n) * p.k;
+      EXPECT_EQ(cudaMalloc(&a16, sizeof(__half) * a_count), cudaSuccess);
+      EXPECT_EQ(cudaMalloc(&b16, sizeof(__half) * b_count), cudaSuccess);
+      to_half<<<128, 256>>>(bf16.a, a16, a_count);
+      to_half<<<128, 256>>>(bf16.b, b16, b_count);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      a = a16;
+      b = b16;
+    }
+  }
+  TypedOperands(const TypedOperands&) = delete;
+  TypedOperands& operator=(const TypedOperands&) = delete;
+  ~TypedOperands() {
+    cudaFree(a16);
+    cudaFree(b16);
+  }
+};
 
 /// C[i][q * n + j] = sum_k A[i][k] * B_q[j][k].
 std::vector<float> reference(const Problem& p, int world) {
@@ -47,19 +89,23 @@ std::vector<float> reference(const Problem& p, int world) {
 }
 
 /// `gemm_sms`, `comm_blocks`: the SM split of producer-consumer and workgroup-specialized (0:
-/// the op's choice).
+/// the op's choice). T: the elements of A, B and C (bf16 or fp16).
+template <class T = __nv_bfloat16>
 void run_pattern(AllScatterPattern pattern, const Problem& p, int gemm_sms = 0,
                  int comm_blocks = 0) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
-  SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m) +
-               ", N per rank = " + std::to_string(p.n) + ", K = " + std::to_string(p.k) +
-               ", split " + std::to_string(gemm_sms) + " + " + std::to_string(comm_blocks));
-  const Operands x(p, 0, ctx.rank(), false);  // A of "rank" 0 everywhere
-  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n * world));
+  SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", " +
+               std::string(iris::ops::to_string(TypedOperands<T>::kType)) +
+               ", M = " + std::to_string(p.m) + ", N per rank = " + std::to_string(p.n) +
+               ", K = " + std::to_string(p.k) + ", split " + std::to_string(gemm_sms) + " + " +
+               std::to_string(comm_blocks));
+  const TypedOperands<T> x(p);
+  auto c = ctx.zeros<T>(iris::Shape(std::size_t(p.m) * p.n * world));
   const std::vector<float> want = reference(p, world);
 
   auto args = gemm_arguments<iris::ops::GemmAllScatterArguments>(p, x.a, x.b, c.data(), pattern);
+  args.type = TypedOperands<T>::kType;
   args.gemm_sms = gemm_sms;
   args.comm_blocks = comm_blocks;
   ASSERT_TRUE(accepts(iris::ops::GemmAllScatter::can_implement(ctx, args)));
@@ -127,17 +173,32 @@ TEST(GemmAllScatter, AutoPicksAPattern) {
   run_pattern(AllScatterPattern::kAuto, kRagged);
 }
 
+// fp16 in and out: the same patterns on the fp16 kernels (plain GEMM, tile-store epilogue,
+// workgroup-specialized), a ragged shape and a larger one each.
+TEST(GemmAllScatter, Fp16EveryPattern) {
+  for (const auto pattern :
+       {AllScatterPattern::kBulkSynchronous, AllScatterPattern::kFusedSequential,
+        AllScatterPattern::kProducerConsumer, AllScatterPattern::kWorkgroupSpecialized}) {
+    run_pattern<__half>(pattern, kRagged);
+    run_pattern<__half>(pattern, kLarger);
+  }
+  run_pattern<__half>(AllScatterPattern::kWorkgroupSpecialized, kLarger, 2, 2);  // 12 tiles each
+  run_pattern<__half>(AllScatterPattern::kAuto, kRagged);
+}
+
 // Tracing: every tile of this rank has its gemm_tile, store and signal events (fused) or wait
 // and push events (producer-consumer, workgroup-specialized), each well-formed and in order; the
 // merged JSON names every rank.
+template <class T = __nv_bfloat16>
 void expect_trace(AllScatterPattern pattern) {
   iris::Context& ctx = context();
   const Problem p{512, 512, 128};
   const int world = ctx.world_size();
-  const Operands x(p, 0, ctx.rank(), false);  // A of "rank" 0 everywhere
-  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n * world));
+  const TypedOperands<T> x(p);
+  auto c = ctx.zeros<T>(iris::Shape(std::size_t(p.m) * p.n * world));
   iris::ops::Tracer tracer;
   auto args = gemm_arguments<iris::ops::GemmAllScatterArguments>(p, x.a, x.b, c.data(), pattern);
+  args.type = TypedOperands<T>::kType;
   args.trace = &tracer;
   iris::ops::GemmAllScatter op(ctx);
   op.initialize(args);
@@ -202,6 +263,11 @@ TEST(GemmAllScatter, TraceOfWorkgroupSpecialized) {
   expect_trace(AllScatterPattern::kWorkgroupSpecialized);
 }
 
+TEST(GemmAllScatter, TraceOfFp16) {
+  expect_trace<__half>(AllScatterPattern::kFusedSequential);
+  expect_trace<__half>(AllScatterPattern::kWorkgroupSpecialized);
+}
+
 TEST(GemmAllScatter, CanImplementRefusesWhatItCannotRun) {
   iris::Context& ctx = context();
   const LocalMemory local;
@@ -217,7 +283,16 @@ TEST(GemmAllScatter, CanImplementRefusesWhatItCannotRun) {
   args.m = 1 << 20;  // C (and the heap) too small for this M
   EXPECT_TRUE(
       refuses(iris::ops::GemmAllScatter::can_implement(ctx, args), "inside the symmetric heap"));
+  args.type = DType::kF16;
+  EXPECT_TRUE(refuses(iris::ops::GemmAllScatter::can_implement(ctx, args),
+                      {"fp16 elements", "inside the symmetric heap"}));
   args.m = 128;
+  args.type = DType::kF16;  // fp16 in and out: every pattern has its kernels
+  EXPECT_TRUE(accepts(iris::ops::GemmAllScatter::can_implement(ctx, args)));
+  args.type = DType::kF32;  // no fp32 kernel
+  EXPECT_TRUE(refuses(iris::ops::GemmAllScatter::can_implement(ctx, args),
+                      {"element type is fp32", "bf16 or fp16"}));
+  args.type = DType::kBF16;
   args.pattern = AllScatterPattern::kWorkgroupSpecialized;
   args.gemm_sms = 1;
   EXPECT_TRUE(refuses(iris::ops::GemmAllScatter::can_implement(ctx, args), "gemm_sms = 1"));

@@ -182,20 +182,23 @@ void initialize_checked(iris::Context& ctx, Op& op, const Args& args) {
   if (args.pattern != Pattern::kAuto) EXPECT_EQ(op.pattern(), args.pattern);
 }
 
-/// Every element of this rank's C equals the reference; the first wrong one is reported.
-inline void expect_c(iris::Context& ctx, const std::vector<__nv_bfloat16>& got,
-                     const std::vector<float>& want, const std::string& when) {
+/// Every element of this rank's C (bf16 or fp16) equals the reference; the first wrong one is
+/// reported.
+template <class T>
+void expect_c(iris::Context& ctx, const std::vector<T>& got, const std::vector<float>& want,
+              const std::string& when) {
   ASSERT_EQ(got.size(), want.size());
   std::size_t wrong = 0, first = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
-    if (__bfloat162float(got[i]) != want[i] && wrong++ == 0) first = i;
+    if (to_float(got[i]) != want[i] && wrong++ == 0) first = i;
   }
   EXPECT_EQ(wrong, 0u) << "rank " << ctx.rank() << ", " << when << ": " << wrong
-                       << " wrong elements; first at " << first << ": "
-                       << __bfloat162float(got[first]) << " instead of " << want[first];
+                       << " wrong elements; first at " << first << ": " << to_float(got[first])
+                       << " instead of " << want[first];
 }
-inline void expect_c(iris::Context& ctx, const iris::Buffer<__nv_bfloat16>& c,
-                     const std::vector<float>& want, const std::string& when) {
+template <class T>
+void expect_c(iris::Context& ctx, const iris::Buffer<T>& c, const std::vector<float>& want,
+              const std::string& when) {
   expect_c(ctx, c.to_host(), want, when);
 }
 

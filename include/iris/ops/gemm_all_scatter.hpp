@@ -34,7 +34,8 @@
 // member; it allocates the op's flags from the symmetric heap). run() is stream-ordered, makes no
 // host synchronisation and no allocation, and can be captured in a CUDA graph and replayed. A
 // run writes into every member's C: do not start one while a peer still reads the previous
-// result. Types: bf16 in, fp32 accumulate, bf16 out.
+// result. Types (args.type): bf16 or fp16 for A, B and C alike, fp32 accumulate; every pattern
+// runs both. fp32 operands are refused (no such kernel is compiled).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -70,10 +71,11 @@ struct GemmAllScatterArguments {
   int m = 0;  ///< rows of A and C
   int n = 0;  ///< columns of this rank's block of C (rows of B_r): the same on every member
   int k = 0;
-  const void* a = nullptr;  ///< M x K bf16, row-major, any device memory of this rank
-  std::int64_t lda = 0;     ///< 0: k
-  const void* b = nullptr;  ///< N x K bf16 (this rank's weights), row-major
-  std::int64_t ldb = 0;     ///< 0: k
+  DType type = DType::kBF16;  ///< kBF16 or kF16: the elements of A, B and C
+  const void* a = nullptr;    ///< M x K of `type`, row-major, any device memory of this rank
+  std::int64_t lda = 0;       ///< 0: k
+  const void* b = nullptr;    ///< N x K of `type` (this rank's weights), row-major
+  std::int64_t ldb = 0;       ///< 0: k
   /// Symmetric (from ctx's heap): this rank's copy of C, M x (n * team.size), row-major, packed.
   void* c = nullptr;
   iris::team team{0, 0, 1};  ///< who takes part; size 0 means the whole world

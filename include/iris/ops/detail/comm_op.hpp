@@ -73,19 +73,19 @@ GemmArguments partial_gemm(const OpArguments& a, void* d) {
 }
 
 /// Whether `c` is a symmetric buffer (from the Context's heap) that holds rows x cols elements,
-/// as a sentence; `shape` names the extent ("M x N"). The extent is checked only where
-/// `check_extent` (an empty matrix has none).
+/// as a sentence; `shape` names the extent ("M x N"), `type` the elements. The extent is checked
+/// only where `check_extent` (an empty matrix has none).
 template <class Element>
 Status check_symmetric_c(const Context& ctx, const void* c, const char* shape, std::int64_t rows,
-                         std::int64_t cols, bool check_extent) {
+                         std::int64_t cols, bool check_extent, DType type = DType::kBF16) {
   if (c == nullptr || !ctx.contains(c))
     return Status::failure("C must be a symmetric buffer (from the Context's heap) on every rank");
   if (check_extent) {
     const auto* last = static_cast<const Element*>(c) + rows * cols - 1;
     if (!ctx.contains(last))
       return Status::failure(std::string("C must hold ") + shape + " = " + std::to_string(rows) +
-                             " x " + std::to_string(cols) +
-                             " bf16 elements inside the symmetric heap");
+                             " x " + std::to_string(cols) + " " + std::string(to_string(type)) +
+                             " elements inside the symmetric heap");
   }
   return Status::success();
 }

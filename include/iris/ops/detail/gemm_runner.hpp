@@ -73,8 +73,10 @@ inline constexpr GemmConfigShape kSmallMShape{128, 64, 1, 2};
 std::unique_ptr<GemmRunner> make_gemm_bf16_bf16();
 std::unique_ptr<GemmRunner> make_gemm_f16_f16();
 std::unique_ptr<GemmRunner> make_gemm_bf16_f32();
-/// bf16 -> bf16 with the tile-store epilogue (GEMM + all-scatter, GEMM + reduce-scatter).
+/// bf16 -> bf16 and fp16 -> fp16 with the tile-store epilogue (GEMM + all-scatter,
+/// GEMM + reduce-scatter, GEMM + all-reduce).
 std::unique_ptr<GemmRunner> make_tile_store_gemm_bf16();
+std::unique_ptr<GemmRunner> make_tile_store_gemm_f16();
 
 /// bf16 -> bf16, the small-M configuration (SmallMGemm: 128 x 64 tile, stream-K scheduler).
 std::unique_ptr<GemmRunner> make_small_m_gemm_bf16();

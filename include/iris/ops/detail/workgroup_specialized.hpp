@@ -36,7 +36,9 @@ class WorkgroupSpecializedGemm {
   virtual int tile_n() const = 0;
 };
 
-/// bf16 -> bf16 (src/ops/gemm_all_scatter_ws_bf16.cu).
+/// bf16 -> bf16 (src/ops/gemm_all_scatter_ws_bf16.cu) and fp16 -> fp16
+/// (src/ops/gemm_all_scatter_ws_f16.cu).
 std::unique_ptr<WorkgroupSpecializedGemm> make_workgroup_specialized_gemm_bf16();
+std::unique_ptr<WorkgroupSpecializedGemm> make_workgroup_specialized_gemm_f16();
 
 }  // namespace iris::ops::detail
