@@ -448,6 +448,7 @@ int main(int argc, char** argv) {
   for (Case k : {Case{Collective::kAllReduce, Algorithm::kTwoShot},
                  Case{Collective::kAllReduce, Algorithm::kOneShotPull},
                  Case{Collective::kReduceScatter, Algorithm::kPull},
+                 Case{Collective::kReduceScatter, Algorithm::kRing},
                  Case{Collective::kAllGather, Algorithm::kPull},
                  Case{Collective::kAllToAll, Algorithm::kPull}}) {
     if (sweep_size == 0 || !runnable(k, sweep_size)) continue;

@@ -9,21 +9,12 @@
 
 #include <string>
 
-#include "iris/ccl.hpp"
+#include "ccl/common.cuh"
 #include "mp/timeout_report.cuh"
 
 namespace {
 
 constexpr std::size_t kCount = 1024;
-
-__global__ void ring_kernel(const __grid_constant__ iris::ccl::device::Communicator comm,
-                            float* dst, const float* src) {
-  namespace dev = iris::ccl::device;
-  const std::uint64_t epoch = dev::begin(comm);
-  dev::all_gather(iris::block{}, comm, {epoch, 0, 0}, dst, src, kCount,
-                  iris::ccl::Algorithm::kRing);
-  dev::end(comm, epoch);
-}
 
 __global__ void entry_only_kernel(const __grid_constant__ iris::ccl::device::Communicator comm) {
   namespace dev = iris::ccl::device;
@@ -47,7 +38,8 @@ TEST(CclRingStep, AWaitingRankNamesTheStepAndTheNeighbour) {
     return;
   }
   const std::string message = iris_test::timeout_message(ctx, [&] {
-    ring_kernel<<<1, 256>>>(comm->device(), dst, src);
+    ccl_test::one_tile_all_gather<<<1, 256>>>(comm->device(), dst, src, kCount,
+                                              iris::ccl::Algorithm::kRing);
   });
   if (n >= 3) {
     // Step 2 of n - 1 waits for the left neighbour (the last rank) on channel 0.

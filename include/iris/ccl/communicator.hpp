@@ -60,7 +60,8 @@ struct CommunicatorOptions {
   std::size_t packet_bytes = std::size_t{8} << 20;
   /// Bytes of staging for the ring reduce_scatter's partial sums (a multiple of 256; 0: no
   /// ring reduce_scatter). A call of B blocks gives each block staging_bytes / B, in four
-  /// slots; fewer blocks run when a slot would be smaller than 256 bytes. Default 8 MiB.
+  /// slots; fewer blocks run when a slot would be smaller than 256 bytes. The same on every
+  /// member (as packet_bytes). Default 8 MiB.
   std::size_t staging_bytes = std::size_t{8} << 20;
   /// Blocks a call uses at most (SM budget); 0: per kind of kernel (reducing, moving), half the
   /// blocks of it the GPU holds at once, divided by the ranks that share the GPU, at most 128

@@ -267,8 +267,8 @@ IRIS_DEVICE_FN void ring_reduce_scatter(const device::Communicator& comm, int ch
             ring_await(comm, &c->ring_data[channel][0], ring_value(epoch, used), left, channel,
                        "ccl reduce_scatter", t + 1, steps);
           if (!last && made >= static_cast<std::uint64_t>(kRingSlots))
-            ring_await(comm, &c->ring_room[channel][0], ring_value(epoch, made - kRingSlots),
-                       right, channel, "ccl reduce_scatter", t + 1, steps);
+            ring_await(comm, &c->ring_room[channel][0], ring_value(epoch, made - kRingSlots), right,
+                       channel, "ccl reduce_scatter", t + 1, steps);
         }
         block.sync();
         const std::size_t offset = static_cast<std::size_t>(part) * count + at;
