@@ -91,7 +91,11 @@ double hbm_bytes(Case k, double size, int n) {
                                                           : 2.0 * size;
       break;
     case Collective::kReduceScatter:
-      per_rank = size * (1.0 + 1.0 / n);
+      // pull: every part read once, one part written; ring: in each of n - 1 steps a part of
+      // partial sums (fp32 here) or input read from the neighbour, one of the own input read,
+      // one staged or written.
+      per_rank =
+          k.algorithm == Algorithm::kRing ? 3.0 * (n - 1) * size / n : size * (1.0 + 1.0 / n);
       break;
     default:
       per_rank = 2.0 * size;
@@ -172,6 +176,7 @@ int main(int argc, char** argv) {
                              {Collective::kAllGather, Algorithm::kPush},
                              {Collective::kAllGather, Algorithm::kRing},
                              {Collective::kReduceScatter, Algorithm::kPull},
+                             {Collective::kReduceScatter, Algorithm::kRing},
                              {Collective::kAllToAll, Algorithm::kPull},
                              {Collective::kBroadcast, Algorithm::kPull}};
   if (!only.empty())
@@ -443,6 +448,7 @@ int main(int argc, char** argv) {
   for (Case k : {Case{Collective::kAllReduce, Algorithm::kTwoShot},
                  Case{Collective::kAllReduce, Algorithm::kOneShotPull},
                  Case{Collective::kReduceScatter, Algorithm::kPull},
+                 Case{Collective::kReduceScatter, Algorithm::kRing},
                  Case{Collective::kAllGather, Algorithm::kPull},
                  Case{Collective::kAllToAll, Algorithm::kPull}}) {
     if (sweep_size == 0 || !runnable(k, sweep_size)) continue;

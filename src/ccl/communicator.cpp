@@ -63,6 +63,14 @@ std::size_t round_up(std::size_t a, std::size_t b) {
   return ceil_div(a, b) * b;
 }
 
+/// Bytes of the accumulator of `type` (iris/ccl/detail/reduce.hpp): fp32 for the floating
+/// types, 64 bits for the integers.
+std::size_t accumulator_bytes(DataType type) {
+  return type == DataType::kFloat32 || type == DataType::kFloat16 || type == DataType::kBFloat16
+             ? 4
+             : 8;
+}
+
 void check_enums(DataType type, ReduceOp op, const char* call) {
   if (static_cast<int>(type) < 0 || static_cast<int>(type) > static_cast<int>(DataType::kUInt8))
     throw Error(Errc::kInvalidArgument, std::string("iris::ccl::") + call + ": unknown DataType " +
@@ -110,6 +118,10 @@ struct Communicator::State {
         return "one_shot_pull cannot run in place (members read each other's input while "
                "writing their output)";
     }
+    if (c == Collective::kReduceScatter && algorithm == Algorithm::kRing &&
+        options.staging_bytes < detail::kRingSlots * std::size_t{256})
+      return "the communicator has too little staging for the ring's partial sums "
+             "(CommunicatorOptions::staging_bytes must be at least 1024)";
     return nullptr;
   }
 
@@ -204,6 +216,10 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
     throw Error(Errc::kInvalidArgument, "iris::ccl::Communicator: max_blocks " +
                                             std::to_string(options.max_blocks) + " is outside 0.." +
                                             std::to_string(kMaxChannels));
+  if (options.staging_bytes % 256 != 0)
+    throw Error(Errc::kInvalidArgument, "iris::ccl::Communicator: staging_bytes " +
+                                            std::to_string(options.staging_bytes) +
+                                            " must be a multiple of 256");
   const std::size_t min_packets = 2 * static_cast<std::size_t>(team.size) * detail::kPacketBytes;
   if (options.packet_bytes < min_packets || options.packet_bytes % 256 != 0)
     throw Error(Errc::kInvalidArgument,
@@ -269,7 +285,7 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   s.heap.begin = reinterpret_cast<std::uintptr_t>(heap.base) + heap.reserved;
   s.heap.end = reinterpret_cast<std::uintptr_t>(heap.base) + heap.size;
 
-  const std::size_t bytes = detail::kControlBytes + options.packet_bytes;
+  const std::size_t bytes = detail::kControlBytes + options.packet_bytes + options.staging_bytes;
   s.workspace = ctx.allocate_bytes(bytes, 256);
   IRIS_CUDA_CHECK(cudaMemset(s.workspace, 0, bytes));
   // Collective over the world like the workspace (ranks outside the team get a handle they
@@ -393,17 +409,41 @@ void Communicator::reduce_scatter(void* dst, const void* src, std::size_t count,
     detail::check_aliasing(dst, bytes, src, all, false, kCall, "dst", "src",
                            "in place means dst == src + index() * count");
   const Plan plan = s.plan(Collective::kReduceScatter, bytes, options, dst == mine, kCall);
+  const bool ring = plan.algorithm == Algorithm::kRing;
+  // The ring gives every block kRingSlots staging slots of at least 256 bytes.
+  const std::size_t most_blocks =
+      ring ? s.options.staging_bytes / (detail::kRingSlots * std::size_t{256})
+           : static_cast<std::size_t>(plan.blocks);
+  const auto budget = static_cast<std::size_t>(plan.blocks) < most_blocks
+                          ? static_cast<std::size_t>(plan.blocks)
+                          : most_blocks;
   detail::ReduceParams p{};
   p.comm = s.handle();
-  p.kind = detail::ReduceKind::kReduceScatter;
+  p.kind = ring ? detail::ReduceKind::kReduceScatterRing : detail::ReduceKind::kReduceScatter;
   p.op = op;
   p.dst = dst;
   p.src = src;
   p.count = count;
-  p.tile = round_up(ceil_div(count, plan.blocks), 256 / es);
+  p.tile = round_up(ceil_div(count, budget), 256 / es);
+  const int blocks = static_cast<int>(ceil_div(count, p.tile));
+  if (ring) {
+    p.staging =
+        static_cast<std::byte*>(s.workspace) + detail::kControlBytes + s.options.packet_bytes;
+    // Slots of whole 256-byte lines of accumulators, at most a block's share of a part.
+    const std::size_t slot_bytes =
+        s.options.staging_bytes / static_cast<std::size_t>(blocks) / detail::kRingSlots / 256 * 256;
+    p.slot = std::min(slot_bytes / accumulator_bytes(type), p.tile);
+    const std::size_t items = ceil_div(p.tile, p.slot) * static_cast<std::size_t>(s.team.size);
+    if (items >= detail::kRingItems)
+      throw Error(Errc::kInvalidArgument,
+                  "iris::ccl::reduce_scatter: count " + std::to_string(count) + " takes the ring " +
+                      std::to_string(items) + " staging rounds per block, more than the " +
+                      std::to_string(detail::kRingItems) +
+                      " one call may take; raise CommunicatorOptions::staging_bytes or "
+                      "Options::max_blocks");
+  }
   s.make_current();
-  detail::launch_reduce(p, type, static_cast<int>(ceil_div(count, p.tile)), s.options.threads,
-                        stream);
+  detail::launch_reduce(p, type, blocks, s.options.threads, stream);
 }
 
 void Communicator::reduce(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op,

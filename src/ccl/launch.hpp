@@ -20,7 +20,13 @@ inline constexpr int kMaxThreads = 512;
 inline constexpr int kMoveInFlight = 8;
 inline constexpr const char* kMoveVectorsEnv = "IRIS_CCL_MOVE_VECTORS";
 
-enum class ReduceKind : int { kAllReducePull, kAllReduceTwoShot, kReduceScatter, kReduce };
+enum class ReduceKind : int {
+  kAllReducePull,
+  kAllReduceTwoShot,
+  kReduceScatter,
+  kReduce,
+  kReduceScatterRing,
+};
 
 struct ReduceParams {
   device::Communicator comm;
@@ -31,6 +37,8 @@ struct ReduceParams {
   std::size_t count;  ///< elements (per member part for reduce_scatter)
   std::size_t tile;   ///< elements per block
   int root;           ///< team index (reduce)
+  void* staging;      ///< ring reduce_scatter: this rank's staging (kRingSlots slots per block)
+  std::size_t slot;   ///< ring reduce_scatter: accumulators per staging slot
 };
 
 struct PacketParams {

@@ -163,27 +163,12 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
       }
       break;
     }
-    case MoveKind::kAllGatherRing: {
-      // Step t of members - 1: pull part (me - t - 1) from the left neighbour, which holds it
-      // since its step t - 1 (step 0: its own part, in its src, or at its slot when in place);
-      // an exchange between steps orders them (block c only reads slice c, which block c of
-      // the neighbour wrote). The exit exchange, entry + members - 1, keeps this rank's output
-      // until its right neighbour has read it.
-      const bool in_place = p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
-      const int left = (me + members - 1) % members;
-      for (int t = 0; t + 1 < members; ++t) {
-        if (t > 0) team_exchange(comm, channel, entry + t, "ccl all_gather(ring) step");
-        const int part = ((me - t - 1) % members + members) % members;
-        std::byte* out = p.dst + static_cast<std::size_t>(part) * p.bytes;
-        const std::byte* in = t == 0 && !in_place ? p.src : out;
-        get<InFlight>(block, ctx, out + s.first, in + s.first, s.n, comm.world_rank(left));
-      }
-      if (!in_place) {
-        std::byte* out = p.dst + static_cast<std::size_t>(me) * p.bytes;
-        get<InFlight>(block, ctx, out + s.first, p.src + s.first, s.n, ctx.rank());
-      }
+    case MoveKind::kAllGatherRing:
+      // Block c moves slice c of every part, reading from the left neighbour only, with a
+      // signal per step from that neighbour's block c (iris/ccl/detail/ring.hpp).
+      ring_all_gather<InFlight>(comm, channel, epoch, 0, p.dst + s.first, p.bytes, p.src + s.first,
+                                s.n, p.src == p.dst + static_cast<std::size_t>(me) * p.bytes);
       break;
-    }
     case MoveKind::kAllToAll:
       for (int j = 0; j < members; ++j) {
         const int k = (me + j) % members;
@@ -256,11 +241,8 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
     case MoveKind::kRecv:
       break;
   }
-  // The ring's steps took values entry + 1 .. entry + members - 2.
-  const auto exit_step =
-      static_cast<std::uint64_t>(p.kind == MoveKind::kAllGatherRing ? members - 1 : 1);
   if (p.kind != MoveKind::kBarrier)
-    team_exchange(comm, channel, entry + exit_step, kExitNames[static_cast<int>(p.kind)]);
+    team_exchange(comm, channel, entry + 1, kExitNames[static_cast<int>(p.kind)]);
   device::end(comm, epoch);
 }
 

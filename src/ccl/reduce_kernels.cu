@@ -1,5 +1,6 @@
 // The reducing collectives' kernels: all_reduce (one-shot packets, one-shot pull, two-shot),
-// reduce_scatter and reduce. One kernel per element type; the operator is chosen at run time.
+// reduce_scatter (pull, ring) and reduce. One kernel per element type; the operator is chosen at
+// run time.
 #include <algorithm>
 
 #include "ccl/launch.hpp"
@@ -36,10 +37,11 @@ constexpr std::uint32_t kPacketCode = 32;
 
 // clang-format off
 __device__ const char* const kReduceNames[] = {"ccl all_reduce", "ccl all_reduce",
-                                               "ccl reduce_scatter", "ccl reduce"};
+                                               "ccl reduce_scatter", "ccl reduce",
+                                               "ccl reduce_scatter"};
 __device__ const char* const kReduceEntryNames[] = {
     "ccl all_reduce (entry)", "ccl all_reduce (entry)", "ccl reduce_scatter (entry)",
-    "ccl reduce (entry)"};
+    "ccl reduce (entry)", "ccl reduce_scatter(ring) entry"};
 // clang-format on
 
 template <class T>
@@ -55,10 +57,11 @@ __global__ void __launch_bounds__(kMaxThreads)
   const T* src = static_cast<const T*>(p.src);
   const auto kind = static_cast<int>(p.kind);
   // In place as each call defines it (reduce: the root's dst only matters, so not compared).
+  const bool scatter =
+      p.kind == ReduceKind::kReduceScatter || p.kind == ReduceKind::kReduceScatterRing;
   const bool in_place =
-      p.kind == ReduceKind::kReduceScatter
-          ? dst == src + static_cast<std::size_t>(comm.index) * p.count
-          : (p.kind != ReduceKind::kReduce && static_cast<const void*>(dst) == src);
+      scatter ? dst == src + static_cast<std::size_t>(comm.index) * p.count
+              : (p.kind != ReduceKind::kReduce && static_cast<const void*>(dst) == src);
   check_args(comm, epoch,
              {.code = kReduceCodes + static_cast<std::uint32_t>(kind),
               .count = p.count,
@@ -85,6 +88,22 @@ __global__ void __launch_bounds__(kMaxThreads)
       reduce_span(comm, dst + first, false,
                   src + static_cast<std::size_t>(comm.index) * p.count + first, n, p.op);
       team_exchange(comm, channel, entry + 1, "ccl reduce_scatter (exit)");
+      break;
+    }
+    case ReduceKind::kReduceScatterRing: {
+      const std::uint64_t entry = exchange_value(epoch, 0);
+      team_exchange(comm, channel, entry, "ccl reduce_scatter(ring) entry");
+      if (comm.team.size < 2) {
+        reduce_span(comm, dst + first, false,
+                    src + static_cast<std::size_t>(comm.index) * p.count + first, n, p.op);
+      } else {
+        // This block's kRingSlots slots of the staging, at the same offset on every member.
+        auto* staging = static_cast<acc_t<T>*>(p.staging) +
+                        static_cast<std::size_t>(blockIdx.x) * kRingSlots * p.slot;
+        ring_reduce_scatter<T>(comm, channel, epoch, dst, src, p.count, first, n, p.op, staging,
+                               p.slot);
+      }
+      team_exchange(comm, channel, entry + 1, "ccl reduce_scatter(ring) exit");
       break;
     }
     case ReduceKind::kReduce: {

@@ -84,6 +84,8 @@ bool collective_has(Collective collective, Algorithm algorithm) {
     case Collective::kAllGather:
       return algorithm == Algorithm::kPull || algorithm == Algorithm::kPush ||
              algorithm == Algorithm::kRing;
+    case Collective::kReduceScatter:
+      return algorithm == Algorithm::kPull || algorithm == Algorithm::kRing;
     default:
       return algorithm == Algorithm::kPull;
   }
@@ -117,8 +119,10 @@ ForcedAlgorithms parse_forced_algorithms(std::string_view text) {
 TuningTable TuningTable::defaults() {
   // Measured on an H200 with the ranks sharing it under MPS (ccl_bench, graph mode, float sums):
   // packets win up to 512 KiB with 2 ranks and up to 64 KiB with 8, two-shot above; push
-  // all-gather wins at mid sizes. 3-4 ranks sit between (not measured: 128 KiB). `ccl_bench
-  // --tune` measures a machine's own table.
+  // all-gather wins at mid sizes. 3-4 ranks sit between (not measured: 128 KiB). The rings
+  // (all_gather, reduce_scatter) are for links where a rank should talk to one peer at a time;
+  // ranks sharing one GPU share its HBM, so they gain nothing there and the table leaves them
+  // out (reduce_scatter: pull). `ccl_bench --tune` measures a machine's own table.
   std::vector<TuningEntry> e;
   e.push_back({.collective = Collective::kAllReduce,
                .team_max = 2,

@@ -174,6 +174,22 @@ TEST(CclTuning, DefaultsCoverAllReduceAndParseBack) {
   ASSERT_FALSE(large.empty());
   EXPECT_EQ(large[0]->algorithm, Algorithm::kTwoShot);
   EXPECT_EQ(TuningTable::parse(table.to_json()).to_json(), table.to_json());
+  // The shipped table leaves reduce_scatter to its fallback (pull): the ring gains nothing
+  // where ranks share one GPU's HBM, where it was measured.
+  EXPECT_TRUE(table.candidates(Collective::kReduceScatter, 8, std::size_t{64} << 20).empty());
+}
+
+TEST(CclTuning, RingReduceScatterEntriesParseAndPrint) {
+  const auto table = TuningTable::parse(
+      R"({"entries": [{"collective": "reduce_scatter", "team_min": 4, "bytes_min": 1048576,)"
+      R"( "algorithm": "ring", "max_blocks": 32}]})");
+  ASSERT_EQ(table.entries().size(), 1u);
+  EXPECT_EQ(table.entries()[0].algorithm, Algorithm::kRing);
+  EXPECT_EQ(table.entries()[0].max_blocks, 32);
+  EXPECT_EQ(table.candidates(Collective::kReduceScatter, 8, 2 << 20).size(), 1u);
+  EXPECT_TRUE(table.candidates(Collective::kReduceScatter, 2, 2 << 20).empty());
+  EXPECT_TRUE(table.candidates(Collective::kReduceScatter, 8, 4096).empty());
+  EXPECT_EQ(TuningTable::parse(table.to_json()).to_json(), table.to_json());
 }
 
 TEST(CclTuning, ForcedAlgorithmsFromTheEnvironmentForm) {
@@ -187,6 +203,18 @@ TEST(CclTuning, ForcedAlgorithmsFromTheEnvironmentForm) {
               HasSubstr("unknown collective \"allreduce\""));
   EXPECT_THAT(message_of([] { parse_forced_algorithms("broadcast=push"); }),
               HasSubstr("broadcast has no algorithm push"));
+  // The rings: all_gather's and reduce_scatter's, forcible by the environment's form.
+  const auto rings = parse_forced_algorithms("reduce_scatter=ring,all_gather=ring");
+  EXPECT_EQ(rings[static_cast<int>(Collective::kReduceScatter)], Algorithm::kRing);
+  EXPECT_EQ(rings[static_cast<int>(Collective::kAllGather)], Algorithm::kRing);
+  EXPECT_THAT(message_of([] { parse_forced_algorithms("reduce_scatter=push"); }),
+              HasSubstr("reduce_scatter has no algorithm push"));
+  EXPECT_THAT(message_of([] { parse_forced_algorithms("all_to_all=ring"); }),
+              HasSubstr("all_to_all has no algorithm ring"));
+  EXPECT_TRUE(collective_has(Collective::kReduceScatter, Algorithm::kRing));
+  EXPECT_TRUE(collective_has(Collective::kReduceScatter, Algorithm::kPull));
+  EXPECT_FALSE(collective_has(Collective::kReduceScatter, Algorithm::kTwoShot));
+  EXPECT_FALSE(collective_has(Collective::kReduce, Algorithm::kRing));
   EXPECT_EQ(to_string(Algorithm::kOneShotPull), "one_shot_pull");
   EXPECT_EQ(parse_algorithm("one_shot_pull"), Algorithm::kOneShotPull);
   EXPECT_EQ(to_string(DataType::kBFloat16), "bfloat16");

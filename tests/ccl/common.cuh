@@ -199,4 +199,15 @@ inline const char* type_name(std::uint8_t) {
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                              ReduceOp::kAvg};
 
+/// A kernel of one call: the tile all_gather of `count` elements with `algorithm`, on channel 0
+/// at step 0 (launch one block).
+template <class T>
+__global__ void one_tile_all_gather(const __grid_constant__ iris::ccl::device::Communicator comm,
+                                    T* dst, const T* src, std::size_t count, Algorithm algorithm) {
+  namespace dev = iris::ccl::device;
+  const std::uint64_t epoch = dev::begin(comm);
+  dev::all_gather(iris::block{}, comm, {epoch, 0, 0}, dst, src, count, algorithm);
+  dev::end(comm, epoch);
+}
+
 }  // namespace ccl_test

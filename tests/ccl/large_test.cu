@@ -91,7 +91,7 @@ TEST(CclLarge, AllGatherInto256MiBOddCount) {
   const auto host = inputs(ctx.rank(), count);
   upload(src, host.data(), count * sizeof(std::int32_t));
   const auto ranks = members(comm);
-  for (Algorithm algorithm : {Algorithm::kPull, Algorithm::kPush}) {
+  for (Algorithm algorithm : {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing}) {
     poison(dst, all * sizeof(std::int32_t));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ctx.barrier();

@@ -52,10 +52,12 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
     const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax};
     call.op = ops[rng() % 3];
     const Algorithm ar[] = {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot};
-    call.algorithm = call.kind == Kind::kAllReduce ? ar[rng() % 3]
-                     : call.kind == Kind::kAllGather
-                         ? (rng() % 2 ? Algorithm::kPush : Algorithm::kPull)
-                         : Algorithm::kAuto;
+    const Algorithm ag[] = {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing};
+    const Algorithm rs[] = {Algorithm::kPull, Algorithm::kRing};
+    call.algorithm = call.kind == Kind::kAllReduce       ? ar[rng() % 3]
+                     : call.kind == Kind::kAllGather     ? ag[rng() % 3]
+                     : call.kind == Kind::kReduceScatter ? rs[rng() % 2]
+                                                         : Algorithm::kAuto;
     call.root = static_cast<int>(rng() % n);
     const std::size_t parts_in =
         call.kind == Kind::kReduceScatter || call.kind == Kind::kAllToAll ? n : 1;
@@ -92,7 +94,7 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
         comm.all_reduce(dst, src, call.count, call.op, nullptr, {.algorithm = call.algorithm});
         break;
       case Kind::kReduceScatter:
-        comm.reduce_scatter(dst, src, call.count, call.op, nullptr);
+        comm.reduce_scatter(dst, src, call.count, call.op, nullptr, {.algorithm = call.algorithm});
         break;
       case Kind::kAllGather:
         comm.all_gather(dst, src, call.count, nullptr, {.algorithm = call.algorithm});
@@ -169,9 +171,10 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
   constexpr std::size_t kStride = 32768;  // elements between the regions below
   auto* a = static_cast<std::int32_t*>(ctx.allocate_bytes(8 * kStride * sizeof(std::int32_t)));
   auto* b = static_cast<std::int32_t*>(ctx.allocate_bytes(8 * kStride * sizeof(std::int32_t)));
-  // Inputs: region 0 (all_reduce one_shot), 1 (two_shot), 2 (all_gather), 3 (reduce_scatter).
-  std::vector<std::int32_t> host(4 * kStride, 0);
-  for (int r = 0; r < 4; ++r)
+  // Inputs: region 0 (all_reduce one_shot), 1 (two_shot), 2 (all_gather, pull and ring), 3
+  // (reduce_scatter pull), 4 (reduce_scatter ring).
+  std::vector<std::int32_t> host(5 * kStride, 0);
+  for (int r = 0; r < 5; ++r)
     for (std::size_t i = 0; i < kStride; ++i) host[r * kStride + i] = value(ctx.rank(), r, i);
   upload(a, host.data(), host.size() * sizeof(std::int32_t));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -187,8 +190,12 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
                   {.algorithm = Algorithm::kTwoShot});
   comm.all_gather(b + 2 * kStride, a + 2 * kStride, kCount, stream);
   comm.reduce_scatter(b + 3 * kStride + 8192, a + 3 * kStride, kCount, ReduceOp::kSum, stream);
+  comm.all_gather(b + 5 * kStride, a + 2 * kStride, kCount, stream,
+                  {.algorithm = Algorithm::kRing});
+  comm.reduce_scatter(b + 4 * kStride, a + 4 * kStride, kCount, ReduceOp::kSum, stream,
+                      {.algorithm = Algorithm::kRing});
   comm.barrier(stream);
-  add_one<<<64, 256, 0, stream>>>(a, 4 * kStride);
+  add_one<<<64, 256, 0, stream>>>(a, 5 * kStride);
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
@@ -210,10 +217,15 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
     ASSERT_EQ(got[kStride + i], sum(1, i)) << "two_shot element " << i;
     ASSERT_EQ(got[3 * kStride + 8192 + i], sum(3, comm.index() * kCount + i))
         << "reduce_scatter " << i;
+    ASSERT_EQ(got[4 * kStride + i], sum(4, comm.index() * kCount + i))
+        << "ring reduce_scatter " << i;
   }
-  for (std::size_t j = 0; j < n * kCount; ++j)
+  for (std::size_t j = 0; j < n * kCount; ++j) {
     ASSERT_EQ(got[2 * kStride + j], value(ranks[j / kCount], 2, j % kCount) + last)
         << "all_gather " << j;
+    ASSERT_EQ(got[5 * kStride + j], value(ranks[j / kCount], 2, j % kCount) + last)
+        << "ring all_gather " << j;
+  }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
@@ -271,9 +283,10 @@ TEST(CclStreams, TwoCommunicatorsRunCollectivesAtOnceOnTwoStreams) {
                      {.algorithm = kReduceAlgorithms[j % 3]});
     add_one<<<8, 256, 0, s1>>>(in1, kReduceCount);
     std::int32_t* o2 = out2 + j * (n * kGatherCount + kScatterCount);
-    second.all_gather(o2, gather_in, kGatherCount, s2,
-                      {.algorithm = j % 2 ? Algorithm::kPush : Algorithm::kPull});
-    second.reduce_scatter(o2 + n * kGatherCount, in2, kScatterCount, ReduceOp::kSum, s2);
+    const Algorithm gather[] = {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing};
+    second.all_gather(o2, gather_in, kGatherCount, s2, {.algorithm = gather[j % 3]});
+    second.reduce_scatter(o2 + n * kGatherCount, in2, kScatterCount, ReduceOp::kSum, s2,
+                          {.algorithm = j % 2 ? Algorithm::kRing : Algorithm::kPull});
     add_one<<<8, 256, 0, s2>>>(in2, n * kScatterCount + kGatherCount);
   }
   ASSERT_EQ(cudaStreamSynchronize(s1), cudaSuccess);

@@ -22,8 +22,13 @@
 //     allocations (heap offsets) on every member, since a kernel reaches a member's buffer by
 //     translating its own pointer; anything off the heap is an iris::Error naming the argument.
 //     A call is in place on every member or on none;
-//   - gives every member bit-identical results: reductions add the members' contributions in
-//     team order, whatever the algorithm;
+//   - gives the same bits on every run, whatever the timing: each algorithm adds the members'
+//     contributions in an order fixed by the team alone. Every algorithm but the ring
+//     reduce_scatter adds them in team order (member 0 first), so they agree bit for bit with
+//     each other and every member gets the same all_reduce result; the ring reduce_scatter adds
+//     part j in ring order, member j + 1 first and member j last (docs/ccl.md): the same
+//     integers, but floating-point sums and products (and min/max among signed zeros or NaNs)
+//     that can differ from team order in the last bits;
 //   - waits (bounded by IRIS_WAIT_TIMEOUT) for the other members' kernels; a member that never
 //     comes makes the others' kernels report which rank and which collective, and trap; the
 //     next synchronization on those ranks throws that report.
@@ -53,6 +58,11 @@ struct CommunicatorOptions {
   /// Bytes of packet slots for the one-shot all_reduce (its largest message is about a quarter
   /// of this divided by the team size); default 8 MiB.
   std::size_t packet_bytes = std::size_t{8} << 20;
+  /// Bytes of staging for the ring reduce_scatter's partial sums (a multiple of 256; 0: no
+  /// ring reduce_scatter). A call of B blocks gives each block staging_bytes / B, in four
+  /// slots; fewer blocks run when a slot would be smaller than 256 bytes. The same on every
+  /// member (as packet_bytes). Default 8 MiB.
+  std::size_t staging_bytes = std::size_t{8} << 20;
   /// Blocks a call uses at most (SM budget); 0: per kind of kernel (reducing, moving), half the
   /// blocks of it the GPU holds at once, divided by the ranks that share the GPU, at most 128
   /// (the smallest value across the team). Half, so that any two of the collectives' kernels
@@ -99,7 +109,11 @@ class Communicator {
   void all_reduce(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op,
                   cudaStream_t stream, const Options& options = {});
   /// dst (count elements) = op over members of their src part `index()` (src: size() * count).
-  /// In place: dst == src + index() * count.
+  /// In place: dst == src + index() * count. kPull: each member reads its part of every
+  /// member's src (team order); kRing: partial sums travel around the ring in chunks, each
+  /// member reading from its left neighbour only (ring order, see the top).
+  ///   comm.reduce_scatter(shard, grads, n / comm.size(), ReduceOp::kSum, stream,
+  ///                       {.algorithm = iris::ccl::Algorithm::kRing});
   void reduce_scatter(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op,
                       cudaStream_t stream, const Options& options = {});
   /// On member `root` (a team index): dst = op over members of src. Others' dst is unused.

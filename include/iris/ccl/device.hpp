@@ -62,7 +62,12 @@ IRIS_DEVICE_FN void sync(iris::block, const Communicator& comm, Round round);
 
 /// dst[k * count + i] = member k's src[i] for every member k (dst: team.size() * count
 /// elements). In place when src == dst + index * count, on every member (then member k's part
-/// is read from dst + k * count there). kPull reads from the members, kPush writes into them.
+/// is read from dst + k * count there). kPull (kAuto) reads from the members, kPush writes into
+/// them, kRing reads from the left neighbour only: in step t (of team.size() - 1) the part that
+/// neighbour received in its step t - 1 (its own in step 0), after a signal from the
+/// neighbour's block on the same channel, so that each step moves one part over one link (as
+/// the host all_gather's ring; docs/ccl.md). Another algorithm reports "ccl all_gather: bad
+/// algorithm" and traps.
 template <class T>
 IRIS_DEVICE_FN void all_gather(iris::block, const Communicator& comm, Round round, T* dst,
                                const T* src, std::size_t count,

@@ -49,7 +49,10 @@ enum class Algorithm : int {
   kPush,         ///< all_gather: each rank writes its part into every rank's output
   kRing,         ///< all_gather, pipelined: in step s (of size - 1) each rank pulls from its left
                  ///< neighbour the part that neighbour received in step s - 1 (its own in step
-                 ///< 0), so every rank reads from one peer only and each step moves 1/size
+                 ///< 0), so every rank reads from one peer only and each step moves 1/size;
+                 ///< reduce_scatter: in step s each rank adds its input to the partial sums of
+                 ///< part (rank - 2 - s) its left neighbour staged, chunk by chunk, and stages
+                 ///< them for its right neighbour (its own part, finished, in the last step)
 };
 inline constexpr int kAlgorithmCount = 7;
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "iris/ccl/detail/reduce.hpp"
+#include "iris/ccl/detail/ring.hpp"
 #include "iris/ccl/detail/sync.hpp"
 #include "iris/ccl/device.hpp"
 #include "iris/device/rma.hpp"
@@ -14,19 +15,12 @@ namespace iris::ccl::detail {
 /// than 8 (the general path, one vector at a time).
 inline constexpr int kMembersInFlight = 8;
 
-template <class T>
-inline constexpr std::size_t kVector = 16 / sizeof(T);
-
 /// 16-byte loads one thread keeps in flight while it reduces a team of up to 8 (vectors times
 /// members): 16, or 8 where one vector's accumulators take more than 32 registers (bytes, which
 /// widen to 16 64-bit values), so that the kernel stays within the registers that let two
 /// 256-thread blocks (or one 512-thread block) share a multiprocessor.
 template <class T>
 inline constexpr int kLoadsInFlight = sizeof(acc_t<T>) * kVector<T> > 64 ? 8 : 16;
-
-IRIS_DEVICE_FN IRIS_FORCEINLINE bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
 
 /// One 16-byte vector's result: the team-order reduction of `v[0 .. members)` (members <=
 /// Members), packed again. The operator is a template argument, so that the per-element work
@@ -201,6 +195,16 @@ IRIS_HOST_DEVICE IRIS_FORCEINLINE void shard_of(std::size_t count, int members, 
   last = first + per > count ? count : first + per;
 }
 
+/// Reports that a tile collective was asked for an algorithm it does not have, and traps.
+[[noreturn]] __noinline__ IRIS_DEVICE_FN inline void report_bad_algorithm(
+    const device::Communicator& comm, const char* operation, Algorithm algorithm) {
+  iris::device::detail::report_and_trap(comm.ctx,
+                                        {.kind = iris::device::detail::ErrorKind::kNone,
+                                         .operation = operation,
+                                         .target_rank = comm.ctx.rank(),
+                                         .observed = static_cast<std::uint64_t>(algorithm)});
+}
+
 }  // namespace iris::ccl::detail
 
 namespace iris::ccl::device {
@@ -221,20 +225,30 @@ IRIS_DEVICE_FN inline void sync(iris::block, const Communicator& comm, Round rou
 template <class T>
 IRIS_DEVICE_FN void all_gather(iris::block group, const Communicator& comm, Round round, T* dst,
                                const T* src, std::size_t count, Algorithm algorithm) {
+  if (algorithm != Algorithm::kPull && algorithm != Algorithm::kPush &&
+      algorithm != Algorithm::kRing && algorithm != Algorithm::kAuto)
+    detail::report_bad_algorithm(comm, "ccl all_gather: bad algorithm", algorithm);
   const std::uint64_t entry = detail::exchange_value(round.epoch, 2 * round.step);
   detail::team_exchange(comm, round.channel, entry, "ccl all_gather (entry)");
   // In place (on every member), member k's part already sits at dst + k * count on member k.
   const bool in_place = src == dst + static_cast<std::size_t>(comm.index) * count;
-  for (int k = 0; k < comm.team.size; ++k) {
-    if (in_place && k == comm.index) continue;
-    if (algorithm == Algorithm::kPush) {
-      // my part into member k's output
-      iris::device::put(group, comm.ctx, dst + static_cast<std::size_t>(comm.index) * count, src,
-                        count, comm.world_rank(k));
-    } else {
-      // member k's part into my output
-      T* out = dst + static_cast<std::size_t>(k) * count;
-      iris::device::get(group, comm.ctx, out, in_place ? out : src, count, comm.world_rank(k));
+  if (algorithm == Algorithm::kRing) {
+    // Items round.step * kMaxRanks + t: the steps' own ranges of the channel's ring signals.
+    detail::ring_all_gather<iris::device::kVectorsInFlight>(
+        comm, round.channel, round.epoch, std::uint64_t{round.step} * detail::kMaxRanks, dst, count,
+        src, count, in_place);
+  } else {
+    for (int k = 0; k < comm.team.size; ++k) {
+      if (in_place && k == comm.index) continue;
+      if (algorithm == Algorithm::kPush) {
+        // my part into member k's output
+        iris::device::put(group, comm.ctx, dst + static_cast<std::size_t>(comm.index) * count, src,
+                          count, comm.world_rank(k));
+      } else {
+        // member k's part into my output
+        T* out = dst + static_cast<std::size_t>(k) * count;
+        iris::device::get(group, comm.ctx, out, in_place ? out : src, count, comm.world_rank(k));
+      }
     }
   }
   detail::team_exchange(comm, round.channel, entry + 1, "ccl all_gather (exit)");

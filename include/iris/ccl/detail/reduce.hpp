@@ -14,6 +14,14 @@
 
 namespace iris::ccl::detail {
 
+/// Elements of T in one 16-byte vector (the unit of the vectorized loops).
+template <class T>
+inline constexpr std::size_t kVector = 16 / sizeof(T);
+
+IRIS_HOST_DEVICE IRIS_FORCEINLINE bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
 /// fp32 for the floating types (half and bfloat16 included), 64 bits for the integers.
 template <class T>
 struct accumulator {
@@ -91,8 +99,9 @@ IRIS_HOST_DEVICE IRIS_FORCEINLINE A finish(ReduceOp op, A a, int contributions) 
   return a;
 }
 
-/// Reduces `n` values in order 0 .. n-1 with `value(k)`: the fixed order that makes every
-/// algorithm's result the same bits on every rank and every run.
+/// Reduces `n` values in order 0 .. n-1 with `value(k)`: team order, the fixed order that makes
+/// every algorithm's result (but the ring reduce_scatter's, ring.hpp) the same bits on every
+/// rank and every run.
 template <class T, class Value>
 IRIS_HOST_DEVICE IRIS_FORCEINLINE T reduce_in_order(ReduceOp op, int n, Value&& value) {
   acc_t<T> acc = widen<T>(value(0));

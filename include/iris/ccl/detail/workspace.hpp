@@ -5,6 +5,8 @@
 //                   handshake's signals (see sync.hpp), and the argument check's packets
 //                   (args.hpp)
 //   packets         packet slots of the one-shot all_reduce: [parity][sender][packet]
+//   staging         the ring reduce_scatter's partial sums: per block of the call, kRingSlots
+//                   slots that this rank writes and its right neighbour reads (ring.hpp)
 // The block-to-block barriers are not here: they run on the communicator's barrier object
 // (device::Communicator::barriers), which has its own memory.
 #pragma once
@@ -46,7 +48,23 @@ struct Control {
   /// args[parity][word]: with debug checks, member 0's description of its call (packets
   /// flagged with the epoch; see args.hpp), which every other member compares with its own.
   alignas(kLine) std::uint64_t args[2][2][kPacketBytes / 8];
+  /// The ring algorithms' signals (ring.hpp), one line per channel: ring_data[c][0] is what the
+  /// left neighbour's block c announced it has ready for this rank's block c to read,
+  /// ring_room[c][0] what the right neighbour's block c has finished reading of this rank's
+  /// staging. One writer each.
+  alignas(kLine) std::uint64_t ring_data[kMaxChannels][kLine / 8];
+  alignas(kLine) std::uint64_t ring_room[kMaxChannels][kLine / 8];
 };
+
+/// Staging slots per block of the ring reduce_scatter (a queue of partial sums from a rank to
+/// its right neighbour), and the sub-chunks a block takes through one step before the next
+/// (half the slots: a rank writes one half while its neighbour reads the other).
+inline constexpr int kRingSlots = 4;
+inline constexpr int kRingGroup = kRingSlots / 2;
+/// Bits of a ring signal's value that count items within one call ((epoch << kRingItemBits) +
+/// item + 1): a call takes fewer than 2^20 items per channel.
+inline constexpr unsigned kRingItemBits = 20;
+inline constexpr std::uint64_t kRingItems = std::uint64_t{1} << kRingItemBits;
 
 /// Bytes before the packet slots.
 inline constexpr std::size_t kControlBytes = (sizeof(Control) + 255) / 256 * 256;
