@@ -226,7 +226,8 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
     const std::size_t packets = 2 * std::size_t(s.team.size) * 16;
     detail::ensure_communicator(
         ctx, s.comm, s.team,
-        iris::ccl::CommunicatorOptions{.packet_bytes = (packets + 255) / 256 * 256});
+        iris::ccl::CommunicatorOptions{.packet_bytes = (packets + 255) / 256 * 256,
+                                       .staging_bytes = 0});
     // nullptr: the plain GEMM owns the workspace its configuration needs (the op's is 0 bytes).
     s.gemm->initialize(gemm_args, nullptr, nullptr, stream);
   } else if (s.pattern == AllScatterPattern::kFusedSequential) {

@@ -127,7 +127,7 @@ void GemmReduceScatter::initialize(const GemmReduceScatterArguments& args, void*
 
   const GemmArguments g = detail::partial_gemm(args, s.partials.data());
   if (s.pattern == ReduceScatterPattern::kBulkSynchronous) {
-    detail::ensure_communicator(ctx, s.comm, s.team);
+    detail::ensure_communicator(ctx, s.comm, s.team, iris::ccl::CommunicatorOptions{});
     // nullptr: the plain GEMM owns the workspace its configuration needs (the op's is 0 bytes).
     s.gemm->initialize(g, nullptr, nullptr, stream);
     return;

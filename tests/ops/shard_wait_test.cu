@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "iris/iris.hpp"
@@ -47,15 +48,6 @@ __global__ void fill(__nv_bfloat16* a, __nv_bfloat16* b) {
     b[x] = __int2bfloat16_rn((x / kK * 5 + x % kK) % 3 - 1);
 }
 
-/// Spins for about `ns` nanoseconds of the global timer.
-__global__ void delay(std::uint64_t ns) {
-  std::uint64_t start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
-
 #define CHECK_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
 /// One GPU's operands: A's source (right), A (what the GEMM reads, garbage until copied), B, C,
@@ -80,8 +72,7 @@ struct ShardGemm {
   }
   std::uint64_t* epoch() { return flags.data() + kShards; }
 
-  /// The GEMM, visiting shard `first` first, on all SMs but two (the delays on the copy stream
-  /// run there).
+  /// The GEMM, visiting shard `first` first, on all SMs but two.
   void prepare(int first) {
     CHECK_CUDA(cudaMalloc(&source, sizeof(__nv_bfloat16) * kM * kK));
     CHECK_CUDA(cudaMalloc(&a, sizeof(__nv_bfloat16) * kM * kK));
@@ -115,7 +106,7 @@ struct ShardGemm {
   }
 
   /// Run number `run`: A and C back to garbage, the epoch to `run`, then the GEMM on `stream`
-  /// while the copy stream, after a delay before each shard, copies the shards in `order` and
+  /// while the copy stream, 20 ms of the host apart, copies the shards in `order` and
   /// raises each one's flag (a copy of the epoch); shards not in `order` never come.
   void run(std::uint64_t run, const std::vector<int>& order) {
     CHECK_CUDA(cudaMemsetAsync(a, 0x7f, sizeof(__nv_bfloat16) * kM * kK, stream));
@@ -128,8 +119,9 @@ struct ShardGemm {
     CHECK_CUDA(cudaEventDestroy(ready));
     gemm->run(stream);
     for (int q : order) {
-      delay<<<1, 1, 0, copies>>>(20'000'000);  // 20 ms: the GEMM is waiting by then
-      CHECK_CUDA(cudaGetLastError());
+      // The delay is the host's, before it enqueues the copies: a delay kernel on the copy
+      // stream would need an SM, and nothing the waiting GEMM depends on may need one.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the GEMM is waiting by then
       const std::size_t offset = std::size_t(q) * kRows * kK;
       CHECK_CUDA(cudaMemcpyAsync(a + offset, source + offset, sizeof(__nv_bfloat16) * kRows * kK,
                                  cudaMemcpyDeviceToDevice, copies));

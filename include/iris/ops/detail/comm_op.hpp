@@ -111,10 +111,13 @@ void ensure_zeros(Context& ctx, Buffer<T>& buffer, std::size_t count,
 }
 
 /// The op's communicator over `team`, remade only when the team changes. Collective over the
-/// world like its construction (the old one is destroyed, collectively, first).
+/// world like its construction (the old one is destroyed, collectively, first). By default it
+/// has no staging for the ring reduce_scatter, which only GemmReduceScatter's bulk pattern may
+/// run (it passes iris::ccl's default options).
 inline void ensure_communicator(Context& ctx, std::unique_ptr<iris::ccl::Communicator>& comm,
                                 const iris::team& team,
-                                const iris::ccl::CommunicatorOptions& options = {}) {
+                                const iris::ccl::CommunicatorOptions& options = {
+                                    .staging_bytes = 0}) {
   if (comm && comm->team() == team) return;
   comm = {};
   comm = std::make_unique<iris::ccl::Communicator>(ctx, team, options);
