@@ -187,7 +187,15 @@ void AllGatherGemm::initialize(const AllGatherGemmArguments& args, void*, cudaSt
     // Collective over the world, like the gathered A above.
     detail::ensure_zeros(ctx, s.shard_flags, std::size_t(s.team.size) + 1);
     s.waiting = detail::make_shard_wait_gemm_bf16();
-    const GemmArguments g = detail::rows_gemm(args, s.gathered.data(), 0, args.m);
+    GemmArguments g = detail::rows_gemm(args, s.gathered.data(), 0, args.m);
+    // Its CTAs spin until their shards' flags rise. With ranks sharing this GPU, every rank's
+    // waiting GEMM must be resident beside the others' and leave SMs free for the other ranks'
+    // barrier kernels (their copies start only after them), as every spinning kernel here does:
+    // each gets an even share of all SMs but four (whole 2 x 1 clusters). Seen with full-GPU
+    // grids on the H200 under MPS: at 8 ranks (and at 4 with larger shapes) the shards' flags
+    // never rose until the timeout. One rank per GPU keeps the whole GPU.
+    if (const int sharing = detail::ranks_per_gpu(ctx); sharing > 1)
+      g.sm_count = std::max(2, (detail::device_sms() - 4) / sharing / 2 * 2);
     if (auto status = s.waiting->can_implement(g); !status)
       throw Error(Errc::kInvalidArgument, "iris::ops::AllGatherGemm: " + status.message);
     detail::ShardWait wait{};
