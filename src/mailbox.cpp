@@ -171,6 +171,11 @@ std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
              "with an id of their own)" +
              where;
     }
+    case ErrorKind::kBadAlgorithm:
+      return who + ": iris::ccl::Algorithm " + std::to_string(m.observed) +
+             " is not one that this device collective implements (iris/ccl/device.hpp lists "
+             "each one's)" +
+             where;
     case ErrorKind::kNone:
       break;
   }

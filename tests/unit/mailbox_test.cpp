@@ -225,6 +225,16 @@ TEST(Mailbox, BarrierObjectReportsNameTheChannelAndTheTeam) {
             "the world of 8 ranks (block 0, thread 0)");
 }
 
+TEST(Mailbox, BadAlgorithmNamesTheValue) {
+  ErrorMailbox m = complete(ErrorKind::kBadAlgorithm, "ccl all_gather: bad algorithm");
+  m.observed = 3;
+  EXPECT_EQ(mailbox_report(m).value(),
+            "rank 0: ccl all_gather: bad algorithm: iris::ccl::Algorithm 3 is not one that this "
+            "device collective implements (iris/ccl/device.hpp lists each one's) (block 0, "
+            "thread 0)");
+  EXPECT_FALSE(mailbox_is_timeout(m));
+}
+
 TEST(Mailbox, UnfinishedOrUnknownReportsStillSaySomething) {
   ErrorMailbox writing{};
   writing.state = MailboxState::kWriting;

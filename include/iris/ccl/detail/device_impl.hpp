@@ -199,7 +199,7 @@ IRIS_HOST_DEVICE IRIS_FORCEINLINE void shard_of(std::size_t count, int members, 
 [[noreturn]] __noinline__ IRIS_DEVICE_FN inline void report_bad_algorithm(
     const device::Communicator& comm, const char* operation, Algorithm algorithm) {
   iris::device::detail::report_and_trap(comm.ctx,
-                                        {.kind = iris::device::detail::ErrorKind::kNone,
+                                        {.kind = iris::device::detail::ErrorKind::kBadAlgorithm,
                                          .operation = operation,
                                          .target_rank = comm.ctx.rank(),
                                          .observed = static_cast<std::uint64_t>(algorithm)});

@@ -42,6 +42,8 @@ enum class ErrorKind : std::uint32_t {
                        ///< channel's latest arrival `expected`
   kTooManyWarpGroups,  ///< an iris::warps<`expected`> group `observed` past the eighth synced;
                        ///< `bytes` = blockDim as x << 40 | y << 20 | z
+  kBadAlgorithm,       ///< a device collective was asked for iris::ccl::Algorithm value
+                       ///< `observed`, which it does not implement
 };
 
 /// What a wait that timed out was waiting for, so that the report can name who did not come.
