@@ -53,17 +53,18 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t epoch_begin(const EpochCounter* co
 
 /// Every thread of every block, once, at the end: the last block to get here publishes `epoch`
 /// as the count of completed calls and resets the block count for the next kernel.
+/// Only the next kernel on the stream (or after it in a graph) reads the count, and a kernel
+/// boundary makes every write of the kernel before visible to it: so no fence is needed, and a
+/// one-block grid, whose block is the last by definition, stores the count without an atomic.
+/// (This tail sits on the critical path of every small collective: thread 0 has just stored its
+/// packets to every member, and a fence would wait for all of them to land.)
 IRIS_DEVICE_FN inline void epoch_end(EpochCounter* counter, std::uint64_t epoch) {
   __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
-    __threadfence();
-    const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
-    if (atomicAdd(&counter->finished, 1u) == blocks - 1) {
-      atomicExch(&counter->finished, 0u);
-      atomicExch(reinterpret_cast<unsigned long long*>(&counter->value),
-                 static_cast<unsigned long long>(epoch));
-      __threadfence();
-    }
+  if (threadIdx.x != 0 || threadIdx.y != 0 || threadIdx.z != 0) return;
+  const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+  if (blocks == 1 || atomicAdd(&counter->finished, 1u) == blocks - 1) {
+    if (blocks != 1) counter->finished = 0;
+    counter->value = epoch;
   }
 }
 
