@@ -74,8 +74,7 @@ struct PlainGemm {
 /// do not, and their staging tile (18 KiB) leaves the mainloop its four stages.
 template <class ElementAB, class ElementD>
 struct TileStoreGemm {
-  using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
-      TileStoreEpilogue<ElementD, TileShape, 4>>;
+  using Epilogue = TileStoreCollective<TileStoreEpilogue<ElementD, TileShape, 4>>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
                                                       MainloopFor<ElementAB, Epilogue>, Epilogue,
                                                       cutlass::gemm::PersistentScheduler>;

@@ -9,8 +9,13 @@
 //   2. load the pass into registers as 16-byte units (row-contiguous: coalesced, whole NVLink
 //      payloads), sync (shared memory is free again), translate the tile's address once per
 //      receiver and store the units there;
-//   3. after the last pass: sync, and one thread adds 1 to every receiver's copy of the tile's
-//      flag with release at system scope (the put + signal_add completion protocol).
+//   3. one thread adds 1 to every receiver's copy of the tile's flag with release at system
+//      scope (the put + signal_add completion protocol), not at once but after the next sync of
+//      the group, in the CTA's next tile's epilogue (or in store_tail after its last tile): by
+//      then the tile's stores have long drained, so the release waits for nothing, while a
+//      release right after the stores would hold both warpgroups until every store had landed,
+//      once per tile. A flag thus rises one mainloop later than its tile's stores, and every
+//      flag has risen when the kernel ends.
 // A receiver that acquires flag >= runs sees the whole tile.
 // The route (TileStore, a run-time parameter of the one kernel): every tile to every receiver
 // (all-scatter), or each tile only to the owner of its rows, into the sender's slot there
@@ -187,7 +192,8 @@ class TileStoreEpilogue {
         const int c = get<1>(thread_coords(i)) - c0;
         if (c >= 0 && c < kPassCols) staged[r * kSmemCols + c] = convert(accumulators(i));
       }
-      group.sync();  // the pass is staged
+      group.sync();  // the pass is staged; every thread's stores of the CTA's previous tile precede
+      if (pass == 0) raise_pending();
       uint4 units[kUnits];
       int offsets[kUnits];  // element offset in D from the pass's corner; -1: outside D
       CUTLASS_PRAGMA_UNROLL
@@ -211,33 +217,71 @@ class TileStoreEpilogue {
           if (offsets[u] >= 0) *reinterpret_cast<uint4*>(peer + offsets[u]) = units[u];
       }
     }
-    if (store.flags != nullptr) {
-      group.sync();  // every member's stores precede the leader's release
-      if (group.thread_rank() == 0) {
-        const std::uint64_t stored = tracing ? trace_clock() : 0;
-        std::uint64_t* flag = store.flags + store.flag_offset + flag_tile;
-        for (int j = 1; j <= count; ++j)
-          iris::device::signal_add(store.ctx, flag, std::uint64_t{1},
-                                   store.receivers.world_rank((first + j) % store.receivers.size));
-        if (tracing) {
-          const std::uint64_t signalled = trace_clock();
-          trace_record(store.trace, TraceKind::kStore, store.ctx.rank(), tile, epilogue_start,
-                       stored);
-          trace_record(store.trace, TraceKind::kSignal, store.ctx.rank(), tile, signalled,
-                       signalled);
-          last_end_ = signalled;
-        }
-      }
-    } else if (tracing) {
+    // The tile's flags rise after the group's next sync (raise_pending), not here.
+    if (group.thread_rank() == 0 && store.flags != nullptr)
+      pending_ = {store.flags + store.flag_offset + flag_tile, first, count, tile};
+    if (tracing) {
       last_end_ = trace_clock();
       trace_record(store.trace, TraceKind::kStore, store.ctx.rank(), tile, epilogue_start,
                    last_end_);
     }
   }
 
+  /// After the CTA's last tile (Sm90TmaWarpSpecializedAdapter's store_tail, TileStoreCollective
+  /// below), every consumer thread: the last tile's flags rise once all its stores are issued.
+  CUTLASS_DEVICE void finish() {
+    consumer_warpgroups::sync();
+    raise_pending();
+  }
+
  private:
+  /// Thread 0 of the group, after a sync of the group that follows the stores of the tile whose
+  /// flags are pending: adds 1 to each receiver's copy of the flag, release at system scope (the
+  /// sync and the release's cumulativity order every thread's stores of the tile before it).
+  CUTLASS_DEVICE void raise_pending() {
+    if (consumer_warpgroups::thread_rank() != 0 || pending_.flag == nullptr) return;
+    const TileStore& store = params_.store;
+    for (int j = 1; j <= pending_.count; ++j)
+      iris::device::signal_add(
+          store.ctx, pending_.flag, std::uint64_t{1},
+          store.receivers.world_rank((pending_.first + j) % store.receivers.size));
+    if (store.trace.events != nullptr) {
+      const std::uint64_t signalled = trace_clock();
+      trace_record(store.trace, TraceKind::kSignal, store.ctx.rank(), pending_.tile, signalled,
+                   signalled);
+    }
+    pending_.flag = nullptr;
+  }
+
+  /// The flags of the CTA's last stored tile, not yet raised (thread 0 of the group only).
+  struct Pending {
+    std::uint64_t* flag = nullptr;
+    int first = 0, count = 0, tile = 0;
+  };
+
   Params params_;
+  Pending pending_{};
   std::uint64_t last_end_ = 0;  // tracing: when this thread's previous tile ended
+};
+
+/// The tile-store epilogue as CUTLASS's SM90 warp-specialized kernels run it: CUTLASS's adapter
+/// for epilogues without TMA, whose store_tail (called by every consumer thread after the CTA's
+/// last tile) here raises the flags of that last tile.
+template <class Epilogue>
+class TileStoreCollective
+    : public cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Epilogue> {
+  using Base = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Epilogue>;
+
+ public:
+  using Base::Base;
+
+  CUTLASS_DEVICE auto store_tail(typename Base::LoadPipeline,
+                                 typename Base::LoadPipelineState load_state,
+                                 typename Base::StorePipeline,
+                                 typename Base::StorePipelineState store_state) {
+    this->finish();
+    return cute::make_tuple(load_state, store_state);
+  }
 };
 
 }  // namespace iris::ops::detail
