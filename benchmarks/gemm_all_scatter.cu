@@ -436,7 +436,6 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
                       "fp16 time / bf16 time (the largest rank's)");
 }
 
-/// The value after `flag`, or "" when absent.
 }  // namespace
 
 int main(int argc, char** argv) {
