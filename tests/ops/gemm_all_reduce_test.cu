@@ -238,15 +238,16 @@ TEST(GemmAllReduce, PatternsAgreeWhereSumsRound) {
         << "rank " << ctx.rank() << ": pattern " << r << " differs from one-shot";
 }
 
-// Tracing the one-shot GEMM: every tile of C has its gemm_tile, store and signal events per run.
-TEST(GemmAllReduce, TraceOfOneShot) {
+// Tracing a pattern's tile-store GEMM: every tile of C has its gemm_tile, store and signal
+// events per run (producer-consumer stores them here only).
+void expect_traced(AllReducePattern pattern, const Problem& p) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
-  const Problem p = aligned(world);
+  SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m));
   const Operands x(p, ctx.rank(), false);
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n));
   iris::ops::Tracer tracer;
-  auto args = arguments(p, x, c.data(), AllReducePattern::kOneShot);
+  auto args = arguments(p, x, c.data(), pattern);
   args.trace = &tracer;
   iris::ops::GemmAllReduce op(ctx);
   op.initialize(args);
@@ -258,25 +259,12 @@ TEST(GemmAllReduce, TraceOfOneShot) {
   ctx.barrier();
 }
 
-// Tracing the producer-consumer GEMM: every tile of C (stored here only) has its gemm_tile,
-// store and signal events per run.
+TEST(GemmAllReduce, TraceOfOneShot) {
+  expect_traced(AllReducePattern::kOneShot, aligned(context().world_size()));
+}
+
 TEST(GemmAllReduce, TraceOfProducerConsumer) {
-  iris::Context& ctx = context();
-  const int world = ctx.world_size();
-  const Problem p = ragged(world);
-  const Operands x(p, ctx.rank(), false);
-  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n));
-  iris::ops::Tracer tracer;
-  auto args = arguments(p, x, c.data(), AllReducePattern::kProducerConsumer);
-  args.trace = &tracer;
-  iris::ops::GemmAllReduce op(ctx);
-  op.initialize(args);
-  constexpr int kRuns = 2;
-  for (int r = 0; r < kRuns; ++r) op.run();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  expect_c(ctx, c.to_host(), reference(p, iris::team::world(world), 0), "traced");
-  expect_tile_events(tracer, op.tiles(), kRuns);
-  ctx.barrier();
+  expect_traced(AllReducePattern::kProducerConsumer, ragged(context().world_size()));
 }
 
 TEST(GemmAllReduce, CanImplementRefusesWhatItCannotRun) {

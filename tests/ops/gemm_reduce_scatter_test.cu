@@ -201,38 +201,16 @@ TEST(GemmReduceScatter, PatternsAgreeWhereSumsRound) {
   ctx.barrier();
 }
 
-// Tracing the fused GEMM: every tile of the whole partial product has its gemm_tile, store and
-// signal events per run.
-TEST(GemmReduceScatter, TraceOfFusedSequential) {
+// Tracing a pattern's tile-store GEMM: every tile of the whole partial product has its
+// gemm_tile, store and signal events per run (producer-consumer stores them here only).
+void expect_traced(ReduceScatterPattern pattern, const Problem& p) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
-  const Problem p = aligned(world);
+  SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m));
   const Operands x(p, ctx.rank(), false);
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m / world) * p.n));
   iris::ops::Tracer tracer;
-  auto args = arguments(p, x, c.data(), ReduceScatterPattern::kFusedSequential);
-  args.trace = &tracer;
-  iris::ops::GemmReduceScatter op(ctx);
-  op.initialize(args);
-  constexpr int kRuns = 2;
-  for (int r = 0; r < kRuns; ++r) op.run();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  expect_c(ctx, c, reference(p, world, ctx.rank()), "traced");
-  // Tiles of the whole M x N partial product.
-  expect_tile_events(tracer, op.tiles_per_block() * world, kRuns);
-  ctx.barrier();
-}
-
-// Tracing the producer-consumer GEMM: every tile of the whole partial product (stored here
-// only) has its gemm_tile, store and signal events per run; ragged row blocks.
-TEST(GemmReduceScatter, TraceOfProducerConsumer) {
-  iris::Context& ctx = context();
-  const int world = ctx.world_size();
-  const Problem p = unaligned(world);
-  const Operands x(p, ctx.rank(), false);
-  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m / world) * p.n));
-  iris::ops::Tracer tracer;
-  auto args = arguments(p, x, c.data(), ReduceScatterPattern::kProducerConsumer);
+  auto args = arguments(p, x, c.data(), pattern);
   args.trace = &tracer;
   iris::ops::GemmReduceScatter op(ctx);
   op.initialize(args);
@@ -242,6 +220,15 @@ TEST(GemmReduceScatter, TraceOfProducerConsumer) {
   expect_c(ctx, c, reference(p, world, ctx.rank()), "traced");
   expect_tile_events(tracer, partial_tiles(p, op), kRuns);
   ctx.barrier();
+}
+
+TEST(GemmReduceScatter, TraceOfFusedSequential) {
+  expect_traced(ReduceScatterPattern::kFusedSequential, aligned(context().world_size()));
+}
+
+// Ragged row blocks: a tile of two members' rows is still stored once.
+TEST(GemmReduceScatter, TraceOfProducerConsumer) {
+  expect_traced(ReduceScatterPattern::kProducerConsumer, unaligned(context().world_size()));
 }
 
 TEST(GemmReduceScatter, CanImplementRefusesWhatItCannotRun) {

@@ -62,15 +62,7 @@ struct PullGrid {
 template <class Element>
 PullGrid<Element> pull_grid(const Element* partials, Element* out, int row0, int row1, int n,
                             const TileCount& count) {
-  PullGrid<Element> grid{};
-  grid.partials = partials;
-  grid.out = out;
-  grid.row0 = row0;
-  grid.row1 = row1;
-  grid.n = n;
-  grid.tile_m = count.tile_m;
-  grid.tile_n = count.tile_n;
-  grid.tiles_n = count.tiles_n;
+  PullGrid<Element> grid{partials, out, row0, row1, n, count.tile_m, count.tile_n, count.tiles_n};
   if (row1 > row0) {
     grid.first_tile_row = row0 / count.tile_m;
     grid.tiles = ((row1 - 1) / count.tile_m - grid.first_tile_row + 1) * count.tiles_n;
