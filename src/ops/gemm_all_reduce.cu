@@ -1,6 +1,8 @@
 // iris::ops::GemmAllReduce: the host op. One-shot is the tile-store GEMM on its all-scatter route
 // into per-source slots, then the slot reduction of detail/slot_reduce.cuh; two-shot is
-// GemmReduceScatter (its fused route) followed by an iris::ccl all_gather.
+// GemmReduceScatter (its fused route) followed by an iris::ccl all_gather; producer-consumer is
+// the tile-store GEMM into this rank's own partials beside the pulling reducer of
+// detail/pull_reduce.cuh over all of C.
 #include "iris/ops/gemm_all_reduce.hpp"
 
 #include <cuda_bf16.h>
@@ -12,6 +14,7 @@
 #include "iris/host/error.hpp"
 #include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
+#include "iris/ops/detail/pull_reduce.cuh"
 #include "iris/ops/detail/slot_reduce.cuh"
 #include "iris/ops/gemm_reduce_scatter.hpp"
 
@@ -27,6 +30,8 @@ std::string_view to_string(AllReducePattern pattern) noexcept {
       return "one_shot";
     case AllReducePattern::kTwoShot:
       return "two_shot";
+    case AllReducePattern::kProducerConsumer:
+      return "producer_consumer";
   }
   return "?";
 }
@@ -43,15 +48,19 @@ struct AllReduceState {
   iris::team team{};
   int me = 0;
   AllReducePattern pattern = AllReducePattern::kAuto;
-  std::unique_ptr<GemmRunner> gemm;                // bulk-synchronous and one-shot
+  std::unique_ptr<GemmRunner> gemm;                // all but two-shot
   std::unique_ptr<GemmReduceScatter> reduce_rows;  // two-shot
   std::unique_ptr<iris::ccl::Communicator> comm;   // bulk-synchronous and two-shot
   SlotGrid<ArElement> grid{};                      // all of C
-  // Bulk-synchronous: the M x N partial product; one-shot: the [W][M x N] slots.
+  // Bulk-synchronous and producer-consumer: this rank's M x N partial product; one-shot: the
+  // [W][M x N] slots.
   Buffer<ArElement> partials;
-  Buffer<std::uint64_t> flags;  // one-shot: SlotFlags over team.size sources and C's tiles
+  // One-shot: SlotFlags over team.size sources and C's tiles; producer-consumer: PullFlags over
+  // C's tiles.
+  Buffer<std::uint64_t> flags;
   int reduce_blocks = 0;
   TraceBuffer trace{};
+  PullReduction<ArElement> pull;  // producer-consumer: all of C from every member's partials
 
   SlotFlags slot_flags() const { return {flags.data(), team.size, grid.tiles}; }
 };
@@ -161,6 +170,21 @@ void GemmAllReduce::initialize(const GemmAllReduceArguments& args, void* workspa
     return;
   }
 
+  if (s.pattern == AllReducePattern::kProducerConsumer) {
+    // Every member's partial tile t raises ready[t] on that member only; this rank's reducer
+    // pulls every tile of C from every member.
+    s.gemm = detail::make_tile_store_gemm_bf16();
+    detail::ensure_zeros(ctx, s.partials, product);
+    auto* c = static_cast<detail::ArElement*>(args.c);
+    s.pull.initialize(ctx, s.team, *s.gemm, detail::partial_gemm(args, s.partials.data()), s.flags,
+                      c, 0, args.m, args.reduce_blocks, s.trace, workspace, stream);
+    // tiles(), tiles_n(), tile_m(), tile_n(): C's grid, as one-shot's.
+    s.grid = detail::slot_grid<detail::ArElement>(
+        s.partials.data(), c, args.m, args.n,
+        detail::TileCount::of(args.m, args.n, s.gemm->tile_m(), s.gemm->tile_n()));
+    return;
+  }
+
   // One-shot: the tile-store kernel (the all-scatter route) into this rank's slot everywhere.
   s.gemm = detail::make_tile_store_gemm_bf16();
   detail::ensure_zeros(ctx, s.partials, product * s.team.size);
@@ -196,6 +220,9 @@ void GemmAllReduce::run(cudaStream_t stream) {
       s.comm->all_gather(c, c + s.me * block, block, stream);
       return;
     }
+    case AllReducePattern::kProducerConsumer:
+      s.pull.run(s.ctx->device(), s.team, s.me, *s.gemm, stream);
+      return;
     default:
       break;
   }
@@ -209,6 +236,7 @@ AllReducePattern GemmAllReduce::pattern() const {
 const std::uint64_t* GemmAllReduce::tile_flags() const {
   const auto& s = *state_;
   if (s.reduce_rows) return s.reduce_rows->tile_flags();
+  if (s.pattern == AllReducePattern::kProducerConsumer) return s.pull.flags.ready();
   return s.pattern == AllReducePattern::kOneShot ? s.slot_flags().arrivals() : nullptr;
 }
 int GemmAllReduce::tiles() const {

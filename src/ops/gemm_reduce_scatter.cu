@@ -1,7 +1,8 @@
 // iris::ops::GemmReduceScatter: the host op. The fused pattern is the tile-store GEMM on its
 // reduce-scatter route into the owners' per-source slots, then the slot reduction of
-// detail/slot_reduce.cuh over this rank's row block; bulk-synchronous is the GEMM, then an
-// iris::ccl reduce_scatter.
+// detail/slot_reduce.cuh over this rank's row block; producer-consumer is the tile-store GEMM
+// into this rank's own partials beside the pulling reducer of detail/pull_reduce.cuh over this
+// rank's rows; bulk-synchronous is the GEMM, then an iris::ccl reduce_scatter.
 #include "iris/ops/gemm_reduce_scatter.hpp"
 
 #include <cuda_bf16.h>
@@ -13,6 +14,7 @@
 #include "iris/host/error.hpp"
 #include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
+#include "iris/ops/detail/pull_reduce.cuh"
 #include "iris/ops/detail/slot_reduce.cuh"
 
 namespace iris::ops {
@@ -25,6 +27,8 @@ std::string_view to_string(ReduceScatterPattern pattern) noexcept {
       return "bulk_synchronous";
     case ReduceScatterPattern::kFusedSequential:
       return "fused_sequential";
+    case ReduceScatterPattern::kProducerConsumer:
+      return "producer_consumer";
   }
   return "?";
 }
@@ -44,10 +48,14 @@ struct ReduceScatterState {
   // This rank's rows of C (rows = M / team.size) and the partials of them that every member
   // sent: member q's at slot q.
   SlotGrid<RsElement> grid{};
-  Buffer<RsElement> partials;   // M x N: the slots (fused) or the partial product (bulk)
-  Buffer<std::uint64_t> flags;  // SlotFlags over team.size sources and this block's tiles
+  // M x N: the slots (fused) or this rank's partial product (bulk, producer-consumer).
+  Buffer<RsElement> partials;
+  // Fused: SlotFlags over team.size sources and this block's tiles; producer-consumer:
+  // PullFlags over the tiles of the whole partial product.
+  Buffer<std::uint64_t> flags;
   int reduce_blocks = 0;
   TraceBuffer trace{};
+  PullReduction<RsElement> pull;  // producer-consumer: this rank's rows of the partials' sum
 
   SlotFlags slot_flags() const { return {flags.data(), team.size, grid.tiles}; }
 };
@@ -80,6 +88,8 @@ Status GemmReduceScatter::can_implement(const Context& ctx,
     return Status::failure("M = " + std::to_string(args.m) + " does not split into " +
                            std::to_string(team.size) +
                            " equal row blocks; M must be a multiple of the team size");
+  // Producer-consumer takes any such M: its reducer sums only this rank's rows of a tile that
+  // also holds another member's, so, as bulk-synchronous, it needs no whole tiles per block.
   const int rows = args.m / team.size;
   const auto pattern = detail::resolve_pattern(args.pattern, rows);
   if (pattern == ReduceScatterPattern::kFusedSequential && rows % detail::store_tile_m() != 0)
@@ -121,11 +131,19 @@ void GemmReduceScatter::initialize(const GemmReduceScatterArguments& args, void*
 
   // Symmetric allocations are collective: every member makes the same ones in the same order.
   detail::ensure_zeros(ctx, s.partials, std::size_t(args.m) * args.n);
-  detail::ensure_zeros(ctx, s.flags, detail::SlotFlags::count(s.team.size, count.tiles));
   s.grid = detail::slot_grid<detail::RsElement>(
       s.partials.data(), static_cast<detail::RsElement*>(args.c), rows, args.n, count);
 
   const GemmArguments g = detail::partial_gemm(args, s.partials.data());
+  if (s.pattern == ReduceScatterPattern::kProducerConsumer) {
+    // Every member's partial tile t raises ready[t] on that member only; this rank's reducer
+    // pulls the tiles that hold its rows from every member.
+    s.pull.initialize(ctx, s.team, *s.gemm, g, s.flags, static_cast<detail::RsElement*>(args.c),
+                      s.me * rows, (s.me + 1) * rows, args.reduce_blocks, s.trace, workspace,
+                      stream);
+    return;
+  }
+  detail::ensure_zeros(ctx, s.flags, detail::SlotFlags::count(s.team.size, count.tiles));
   if (s.pattern == ReduceScatterPattern::kBulkSynchronous) {
     detail::ensure_communicator(ctx, s.comm, s.team, iris::ccl::CommunicatorOptions{});
     // nullptr: the plain GEMM owns the workspace its configuration needs (the op's is 0 bytes).
@@ -152,6 +170,10 @@ void GemmReduceScatter::run(cudaStream_t stream) {
                            stream);
     return;
   }
+  if (s.pattern == ReduceScatterPattern::kProducerConsumer) {
+    s.pull.run(s.ctx->device(), s.team, s.me, *s.gemm, stream);
+    return;
+  }
   detail::run_slot_reduction(s.ctx->device(), s.team, s.me, s.grid, s.slot_flags(), s.reduce_blocks,
                              *s.gemm, stream);
 }
@@ -160,7 +182,9 @@ ReduceScatterPattern GemmReduceScatter::pattern() const {
   return state_->pattern;
 }
 const std::uint64_t* GemmReduceScatter::tile_flags() const {
-  return state_->slot_flags().arrivals();
+  const auto& s = *state_;
+  return s.pattern == ReduceScatterPattern::kProducerConsumer ? s.pull.flags.ready()
+                                                              : s.slot_flags().arrivals();
 }
 int GemmReduceScatter::tiles_per_block() const {
   return state_->grid.tiles;

@@ -1,4 +1,5 @@
-// Gemm::can_implement refuses what the kernels cannot run, with a sentence naming the problem.
+// Gemm::can_implement refuses what the kernels cannot run, with a sentence naming the problem;
+// the row-parallel ops' patterns have the names the benchmarks and examples print.
 // Host only: no GPU is needed (pointers are checked for alignment, never dereferenced).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 
 #include "iris/host/error.hpp"
 #include "iris/ops/gemm.hpp"
+#include "iris/ops/gemm_all_reduce.hpp"
+#include "iris/ops/gemm_reduce_scatter.hpp"
 #include "ops/can_implement.hpp"
 
 namespace {
@@ -199,6 +202,17 @@ TEST(GemmConfigRule, TheEnvironmentForcesAutoArguments) {
     EXPECT_THROW(Gemm::select_config(decode(1, 8192)), iris::Error);
     EXPECT_TRUE(refuses(Gemm::can_implement(decode(1, 8192)), {"IRIS_GEMM_CONFIG", "tiny"}));
   }
+}
+
+TEST(RowParallelPatterns, HaveTheirNames) {
+  using iris::ops::AllReducePattern;
+  using iris::ops::ReduceScatterPattern;
+  EXPECT_EQ(iris::ops::to_string(ReduceScatterPattern::kBulkSynchronous), "bulk_synchronous");
+  EXPECT_EQ(iris::ops::to_string(ReduceScatterPattern::kFusedSequential), "fused_sequential");
+  EXPECT_EQ(iris::ops::to_string(ReduceScatterPattern::kProducerConsumer), "producer_consumer");
+  EXPECT_EQ(iris::ops::to_string(AllReducePattern::kOneShot), "one_shot");
+  EXPECT_EQ(iris::ops::to_string(AllReducePattern::kTwoShot), "two_shot");
+  EXPECT_EQ(iris::ops::to_string(AllReducePattern::kProducerConsumer), "producer_consumer");
 }
 
 }  // namespace

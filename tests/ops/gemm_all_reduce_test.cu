@@ -3,9 +3,10 @@
 // data, so that every partial and every sum is exact in bf16). Runs follow each other on the
 // stream with the operands refreshed before each (another seed each run, one rank late each
 // time), so a run must add this run's partials of every member and no member may overwrite a
-// slot another still reads; runs are replayed from a CUDA graph into a cleared C; the one-shot
-// arrival flags must count exactly the runs. On data whose sums round, the three patterns must
-// agree bit for bit, on every member and on repeated runs.
+// slot or partial another still reads; runs are replayed from a CUDA graph into a cleared C; the
+// one-shot arrival flags and producer-consumer's per-tile flags must count exactly the runs. On
+// data whose sums round, the four patterns must agree bit for bit, on every member and on
+// repeated runs.
 #include <cuda_bf16.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -49,18 +50,22 @@ iris::ops::GemmAllReduceArguments arguments(const Problem& p, const Operands& x,
   return gemm_arguments<iris::ops::GemmAllReduceArguments>(p, x.a, x.b, c, pattern, team);
 }
 
-void run_pattern(AllReducePattern pattern, const Problem& p, iris::team team = {0, 0, 1}) {
+void run_pattern(AllReducePattern pattern, const Problem& p, iris::team team = {0, 0, 1},
+                 int reduce_blocks = 0) {
   iris::Context& ctx = context();
   if (team.size == 0) team = iris::team::world(ctx.world_size());
   SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m) +
                ", N = " + std::to_string(p.n) + ", K per rank = " + std::to_string(p.k) +
-               ", team of " + std::to_string(team.size) + " from " + std::to_string(team.start));
+               ", team of " + std::to_string(team.size) + " from " + std::to_string(team.start) +
+               ", reduce_blocks " + std::to_string(reduce_blocks));
   const Operands x(p, ctx.rank(), false);
   const std::size_t count = std::size_t(p.m) * p.n;
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
 
   iris::ops::GemmAllReduce op(ctx);
-  ASSERT_NO_FATAL_FAILURE(initialize_checked(ctx, op, arguments(p, x, c.data(), pattern, team)));
+  auto args = arguments(p, x, c.data(), pattern, team);
+  args.reduce_blocks = reduce_blocks;
+  ASSERT_NO_FATAL_FAILURE(initialize_checked(ctx, op, args));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
 
@@ -94,6 +99,11 @@ void run_pattern(AllReducePattern pattern, const Problem& p, iris::team team = {
     EXPECT_EQ(op.tiles(),
               ((p.m + op.tile_m() - 1) / op.tile_m()) * ((p.n + op.tile_n() - 1) / op.tile_n()));
     expect_flags(op.tile_flags(), std::size_t(team.size) * op.tiles(), kRuns + kReplays);
+  } else if (op.pattern() == AllReducePattern::kProducerConsumer) {
+    // This rank's GEMM stored each tile of its partial product once per run.
+    EXPECT_EQ(op.tiles(),
+              ((p.m + op.tile_m() - 1) / op.tile_m()) * ((p.n + op.tile_n() - 1) / op.tile_n()));
+    expect_flags(op.tile_flags(), std::size_t(op.tiles()), kRuns + kReplays);
   } else if (op.pattern() == AllReducePattern::kTwoShot) {
     // Every member sent each tile of this rank's rows once per run.
     EXPECT_EQ(op.tiles(),
@@ -132,6 +142,15 @@ TEST(GemmAllReduce, OneShot) {
   run_pattern(AllReducePattern::kOneShot, larger(world));
 }
 
+// One-shot pull: any M; one reducer block takes every tile in turn.
+TEST(GemmAllReduce, ProducerConsumer) {
+  const int world = context().world_size();
+  run_pattern(AllReducePattern::kProducerConsumer, ragged(world));
+  run_pattern(AllReducePattern::kProducerConsumer, aligned(world));
+  run_pattern(AllReducePattern::kProducerConsumer, larger(world));
+  run_pattern(AllReducePattern::kProducerConsumer, ragged(world), {0, 0, 1}, 1);
+}
+
 TEST(GemmAllReduce, TwoShot) {
   const int world = context().world_size();
   run_pattern(AllReducePattern::kTwoShot, aligned(world));
@@ -149,6 +168,7 @@ TEST(GemmAllReduce, HalvesOfTheWorld) {
   run_pattern(AllReducePattern::kOneShot, p, team);
   run_pattern(AllReducePattern::kTwoShot, p, team);
   run_pattern(AllReducePattern::kBulkSynchronous, p, team);
+  run_pattern(AllReducePattern::kProducerConsumer, p, team);
 }
 
 TEST(GemmAllReduce, AutoFollowsItsRule) {
@@ -183,7 +203,7 @@ TEST(GemmAllReduce, AutoFollowsItsRule) {
 }
 
 // Rounding data: every pattern rounds each partial to bf16 once and adds the members in fp32 in
-// team order, so all three agree bit for bit, on every member and run after run.
+// team order, so all four agree bit for bit, on every member and run after run.
 TEST(GemmAllReduce, PatternsAgreeWhereSumsRound) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -193,7 +213,7 @@ TEST(GemmAllReduce, PatternsAgreeWhereSumsRound) {
   const std::size_t count = std::size_t(p.m) * p.n;
   std::vector<std::vector<__nv_bfloat16>> results;
   for (auto pattern : {AllReducePattern::kOneShot, AllReducePattern::kTwoShot,
-                       AllReducePattern::kBulkSynchronous}) {
+                       AllReducePattern::kBulkSynchronous, AllReducePattern::kProducerConsumer}) {
     auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
     iris::ops::GemmAllReduce op(ctx);
     op.initialize(arguments(p, x, c.data(), pattern));
@@ -218,15 +238,16 @@ TEST(GemmAllReduce, PatternsAgreeWhereSumsRound) {
         << "rank " << ctx.rank() << ": pattern " << r << " differs from one-shot";
 }
 
-// Tracing the one-shot GEMM: every tile of C has its gemm_tile, store and signal events per run.
-TEST(GemmAllReduce, TraceOfOneShot) {
+// Tracing a pattern's tile-store GEMM: every tile of C has its gemm_tile, store and signal
+// events per run (producer-consumer stores them here only).
+void expect_traced(AllReducePattern pattern, const Problem& p) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
-  const Problem p = aligned(world);
+  SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m));
   const Operands x(p, ctx.rank(), false);
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m) * p.n));
   iris::ops::Tracer tracer;
-  auto args = arguments(p, x, c.data(), AllReducePattern::kOneShot);
+  auto args = arguments(p, x, c.data(), pattern);
   args.trace = &tracer;
   iris::ops::GemmAllReduce op(ctx);
   op.initialize(args);
@@ -236,6 +257,14 @@ TEST(GemmAllReduce, TraceOfOneShot) {
   expect_c(ctx, c.to_host(), reference(p, iris::team::world(world), 0), "traced");
   expect_tile_events(tracer, op.tiles(), kRuns);
   ctx.barrier();
+}
+
+TEST(GemmAllReduce, TraceOfOneShot) {
+  expect_traced(AllReducePattern::kOneShot, aligned(context().world_size()));
+}
+
+TEST(GemmAllReduce, TraceOfProducerConsumer) {
+  expect_traced(AllReducePattern::kProducerConsumer, ragged(context().world_size()));
 }
 
 TEST(GemmAllReduce, CanImplementRefusesWhatItCannotRun) {
@@ -255,7 +284,8 @@ TEST(GemmAllReduce, CanImplementRefusesWhatItCannotRun) {
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "multiple of 128"));
   args.m = 128 * world + 1;  // rows do not split at all
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "two-shot"));
-  for (auto pattern : {AllReducePattern::kOneShot, AllReducePattern::kBulkSynchronous}) {
+  for (auto pattern : {AllReducePattern::kOneShot, AllReducePattern::kBulkSynchronous,
+                       AllReducePattern::kProducerConsumer}) {
     args.pattern = pattern;
     EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
   }

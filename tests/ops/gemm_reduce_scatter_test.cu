@@ -1,9 +1,12 @@
 // GEMM + reduce-scatter in every pattern, on every rank: each rank multiplies its K shard, and
 // every element of every rank's rows of the sum is checked against a host reference
-// (small-integer data, so that every partial and every sum is exact in bf16); runs are repeated
-// and replayed from a CUDA graph into a cleared C, and the fused pattern's per-(tile, source)
-// arrival flags must count exactly the runs. On data whose sums round, the two patterns must
-// agree value for value and repeated runs bit for bit.
+// (small-integer data, so that every partial and every sum is exact in bf16). Runs follow each
+// other on the stream with the operands refreshed before each (another seed each run, one rank
+// late each time), so a run must add this run's partials of every member and no member may
+// overwrite a partial another still reads; runs are replayed from a CUDA graph into a cleared C,
+// and the fused pattern's per-(tile, source) arrival flags and producer-consumer's per-tile flags
+// must count exactly the runs. On data whose sums round, the patterns must agree value for value
+// (fused and producer-consumer bit for bit) and repeated runs bit for bit.
 #include <cuda_bf16.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,15 +26,16 @@ namespace {
 using iris::ops::ReduceScatterPattern;
 using namespace ops_test;
 
-/// This rank's rows of C = sum over ranks q of A_q * B_q^T (K: per rank).
-std::vector<float> reference(const Problem& p, int world, int rank) {
+/// This rank's rows of C = sum over ranks q of A_q * B_q^T (K: per rank), of the data of `seed`.
+std::vector<float> reference(const Problem& p, int world, int rank, int seed = 0) {
   const int rows = p.m / world;
   std::vector<float> c(std::size_t(rows) * p.n, 0.0f);
   for (int q = 0; q < world; ++q)
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < p.n; ++j) {
         int sum = 0;
-        for (int k = 0; k < p.k; ++k) sum += a_value(q, rank * rows + i, k) * b_value(q, j, k);
+        for (int k = 0; k < p.k; ++k)
+          sum += a_value(q, rank * rows + i, k, seed) * b_value(q, j, k, seed);
         c[std::size_t(i) * p.n + j] += static_cast<float>(sum);
       }
   return c;
@@ -42,36 +46,60 @@ iris::ops::GemmReduceScatterArguments arguments(const Problem& p, const Operands
   return gemm_arguments<iris::ops::GemmReduceScatterArguments>(p, x.a, x.b, c, pattern);
 }
 
-void run_pattern(ReduceScatterPattern pattern, const Problem& p) {
+/// Tiles of the whole M x N partial product: producer-consumer's flags, and the traced events.
+int partial_tiles(const Problem& p, const iris::ops::GemmReduceScatter& op) {
+  return ((p.m + op.tile_m() - 1) / op.tile_m()) * op.tiles_n();
+}
+
+void run_pattern(ReduceScatterPattern pattern, const Problem& p, int reduce_blocks = 0) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
   SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m) +
-               ", N = " + std::to_string(p.n) + ", K per rank = " + std::to_string(p.k));
+               ", N = " + std::to_string(p.n) + ", K per rank = " + std::to_string(p.k) +
+               ", reduce_blocks " + std::to_string(reduce_blocks));
   const Operands x(p, ctx.rank(), false);
-  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m / world) * p.n));
-  const std::vector<float> want = reference(p, world, ctx.rank());
+  const std::size_t count = std::size_t(p.m / world) * p.n;
+  auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
 
   iris::ops::GemmReduceScatter op(ctx);
-  ASSERT_NO_FATAL_FAILURE(initialize_checked(ctx, op, arguments(p, x, c.data(), pattern)));
+  auto args = arguments(p, x, c.data(), pattern);
+  args.reduce_blocks = reduce_blocks;
+  ASSERT_NO_FATAL_FAILURE(initialize_checked(ctx, op, args));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
 
+  // Back-to-back runs, each on fresh operands, one member late each time; each run's rows are
+  // kept (copied on the stream) and checked at the end.
   constexpr int kRuns = 3, kReplays = 3;
-  for (int r = 0; r < kRuns; ++r) op.run(stream);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ctx.check_device_errors();
-  expect_c(ctx, c, want, "after direct runs");
+  {
+    const RunCopies<__nv_bfloat16> kept(count, kRuns);
+    for (int r = 0; r < kRuns; ++r) {
+      if (ctx.rank() == r % world) delay<<<1, 1, 0, stream>>>(2'000'000);
+      x.refill(r, false, stream);
+      op.run(stream);
+      ASSERT_EQ(kept.keep(r, c.data(), stream), cudaSuccess);
+    }
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ctx.check_device_errors();
+    for (int r = 0; r < kRuns; ++r)
+      expect_c(ctx, kept.to_host(r), reference(p, world, ctx.rank(), r),
+               "run " + std::to_string(r));
+  }
 
-  // Clear C everywhere, then only graph replays fill it again.
+  // Clear C everywhere, then only graph replays fill it again (operands of the last run).
   ASSERT_NO_FATAL_FAILURE(clear_everywhere(ctx, c.data(), c.bytes()));
   ASSERT_NO_FATAL_FAILURE(replay_graph(ctx, stream, kReplays, [&](cudaStream_t s) { op.run(s); }));
-  expect_c(ctx, c, want, "after graph replays");
+  expect_c(ctx, c, reference(p, world, ctx.rank(), kRuns - 1), "after graph replays");
 
   if (op.pattern() == ReduceScatterPattern::kFusedSequential) {
     // Every member sent each tile of this rank's rows once per run.
     EXPECT_EQ(op.tiles_per_block(),
               (p.m / world / op.tile_m()) * ((p.n + op.tile_n() - 1) / op.tile_n()));
     expect_flags(op.tile_flags(), std::size_t(world) * op.tiles_per_block(), kRuns + kReplays);
+  } else if (op.pattern() == ReduceScatterPattern::kProducerConsumer) {
+    // This rank's GEMM stored each tile of its whole partial product once per run.
+    EXPECT_EQ(op.tiles_n(), (p.n + op.tile_n() - 1) / op.tile_n());
+    expect_flags(op.tile_flags(), std::size_t(partial_tiles(p, op)), kRuns + kReplays);
   }
 
   ctx.barrier();
@@ -103,6 +131,16 @@ TEST(GemmReduceScatter, FusedSequential) {
   run_pattern(ReduceScatterPattern::kFusedSequential, larger(world));
 }
 
+// Producer-consumer takes any M that splits into the team's row blocks (a tile may hold rows of
+// two members: each reducer sums only its own); one reducer block takes every tile in turn.
+TEST(GemmReduceScatter, ProducerConsumer) {
+  const int world = context().world_size();
+  run_pattern(ReduceScatterPattern::kProducerConsumer, unaligned(world));
+  run_pattern(ReduceScatterPattern::kProducerConsumer, aligned(world));
+  run_pattern(ReduceScatterPattern::kProducerConsumer, larger(world));
+  run_pattern(ReduceScatterPattern::kProducerConsumer, unaligned(world), 1);
+}
+
 TEST(GemmReduceScatter, AutoPicksByRowBlocks) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -118,8 +156,9 @@ TEST(GemmReduceScatter, AutoPicksByRowBlocks) {
   run_pattern(ReduceScatterPattern::kAuto, aligned(world));
 }
 
-// Rounding data: both patterns round each partial to bf16 once and add the members in fp32 in
-// team order, so they agree value for value; repeated runs agree bit for bit.
+// Rounding data: every pattern rounds each partial to bf16 once and adds the members in fp32 in
+// team order, so they agree value for value (fused and producer-consumer share the reduction's
+// arithmetic: bit for bit); repeated runs agree bit for bit.
 TEST(GemmReduceScatter, PatternsAgreeWhereSumsRound) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -128,15 +167,19 @@ TEST(GemmReduceScatter, PatternsAgreeWhereSumsRound) {
   const std::size_t count = std::size_t(p.m / world) * p.n;
   auto fused_c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
   auto bulk_c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
-  iris::ops::GemmReduceScatter fused(ctx), bulk(ctx);
+  auto pulled_c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
+  iris::ops::GemmReduceScatter fused(ctx), bulk(ctx), pulled(ctx);
   fused.initialize(arguments(p, x, fused_c.data(), ReduceScatterPattern::kFusedSequential));
   bulk.initialize(arguments(p, x, bulk_c.data(), ReduceScatterPattern::kBulkSynchronous));
+  pulled.initialize(arguments(p, x, pulled_c.data(), ReduceScatterPattern::kProducerConsumer));
   fused.run();
   bulk.run();
+  pulled.run();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ctx.check_device_errors();
   const auto first = fused_c.to_host();
   const auto from_bulk = bulk_c.to_host();
+  const auto from_pulled = pulled_c.to_host();
   std::size_t differ = 0, nonzero = 0;
   for (std::size_t i = 0; i < count; ++i) {
     differ += __bfloat162float(first[i]) != __bfloat162float(from_bulk[i]);
@@ -144,24 +187,30 @@ TEST(GemmReduceScatter, PatternsAgreeWhereSumsRound) {
   }
   EXPECT_EQ(differ, 0u) << "rank " << ctx.rank() << ": fused and bulk-synchronous differ";
   EXPECT_GT(nonzero, count / 2) << "the data should give mostly non-zero sums";
-  for (int r = 0; r < 3; ++r) fused.run();
+  EXPECT_EQ(std::memcmp(first.data(), from_pulled.data(), count * sizeof(__nv_bfloat16)), 0)
+      << "rank " << ctx.rank() << ": fused and producer-consumer differ";
+  for (int r = 0; r < 3; ++r) {
+    fused.run();
+    pulled.run();
+  }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto again = fused_c.to_host();
-  EXPECT_EQ(std::memcmp(first.data(), again.data(), count * sizeof(__nv_bfloat16)), 0)
+  EXPECT_EQ(std::memcmp(first.data(), fused_c.to_host().data(), count * sizeof(__nv_bfloat16)), 0)
       << "rank " << ctx.rank() << ": repeated fused runs differ";
+  EXPECT_EQ(std::memcmp(first.data(), pulled_c.to_host().data(), count * sizeof(__nv_bfloat16)), 0)
+      << "rank " << ctx.rank() << ": repeated producer-consumer runs differ";
   ctx.barrier();
 }
 
-// Tracing the fused GEMM: every tile of the whole partial product has its gemm_tile, store and
-// signal events per run.
-TEST(GemmReduceScatter, TraceOfFusedSequential) {
+// Tracing a pattern's tile-store GEMM: every tile of the whole partial product has its
+// gemm_tile, store and signal events per run (producer-consumer stores them here only).
+void expect_traced(ReduceScatterPattern pattern, const Problem& p) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
-  const Problem p = aligned(world);
+  SCOPED_TRACE(std::string(iris::ops::to_string(pattern)) + ", M = " + std::to_string(p.m));
   const Operands x(p, ctx.rank(), false);
   auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(std::size_t(p.m / world) * p.n));
   iris::ops::Tracer tracer;
-  auto args = arguments(p, x, c.data(), ReduceScatterPattern::kFusedSequential);
+  auto args = arguments(p, x, c.data(), pattern);
   args.trace = &tracer;
   iris::ops::GemmReduceScatter op(ctx);
   op.initialize(args);
@@ -169,9 +218,17 @@ TEST(GemmReduceScatter, TraceOfFusedSequential) {
   for (int r = 0; r < kRuns; ++r) op.run();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   expect_c(ctx, c, reference(p, world, ctx.rank()), "traced");
-  // Tiles of the whole M x N partial product.
-  expect_tile_events(tracer, op.tiles_per_block() * world, kRuns);
+  expect_tile_events(tracer, partial_tiles(p, op), kRuns);
   ctx.barrier();
+}
+
+TEST(GemmReduceScatter, TraceOfFusedSequential) {
+  expect_traced(ReduceScatterPattern::kFusedSequential, aligned(context().world_size()));
+}
+
+// Ragged row blocks: a tile of two members' rows is still stored once.
+TEST(GemmReduceScatter, TraceOfProducerConsumer) {
+  expect_traced(ReduceScatterPattern::kProducerConsumer, unaligned(context().world_size()));
 }
 
 TEST(GemmReduceScatter, CanImplementRefusesWhatItCannotRun) {
@@ -194,6 +251,11 @@ TEST(GemmReduceScatter, CanImplementRefusesWhatItCannotRun) {
   EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
   args.pattern = ReduceScatterPattern::kBulkSynchronous;
   EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
+  args.pattern = ReduceScatterPattern::kProducerConsumer;  // sums only its rows of a tile
+  EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
+  args.m = 128 * world + 1;
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "must be a multiple of the team size"));
+  args.pattern = ReduceScatterPattern::kBulkSynchronous;
   args.m = 128 * world;
   args.k = 60;
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "K = 60"));

@@ -24,6 +24,12 @@
 //                      owner adds the members' partials), then an iris::ccl all_gather of the
 //                      reduced row blocks, in place in c (two steps, about 2 (W - 1) / W of the
 //                      product sent per rank)
+//   producer-consumer  the GEMM stores every partial tile only into this rank's own M x N
+//                      partial buffer and raises its own flag per tile; a reducer on a second
+//                      stream, beside the GEMM, waits per tile of C for every member's flag and
+//                      pulls the members' partial tiles, adding them in team order into c (a
+//                      one-shot pull: each rank reads W - 1 copies of the product; the epilogue
+//                      sends nothing)
 //
 //          one-shot, rank 0                        rank 1
 //        partial tile t --> slot[0] here and on 1  partial tile t --> slot[1] here and on 0
@@ -35,10 +41,10 @@
 // bits.
 //
 // Completion: when run() completes on `stream`, all of C is in this rank's c. A run does not
-// start storing partials before every member has finished reading the previous run's (one-shot:
-// each member says so with a flag when its reduction ends; two-shot: GemmReduceScatter's
-// protocol, and the all_gather's exit exchange), so runs may follow each other, and graph
-// replays of run(), without any host synchronisation.
+// start storing partials before every member has finished reading the previous run's (one-shot
+// and producer-consumer: each member says so with a flag when its reduction ends; two-shot:
+// GemmReduceScatter's protocol, and the all_gather's exit exchange), so runs may follow each
+// other, and graph replays of run(), without any host synchronisation.
 //
 // Contract: initialize() is collective over the world (same arguments and order on every member;
 // it allocates workspace and flags from the symmetric heap, and iris::ccl communicators).
@@ -66,14 +72,17 @@ enum class AllReducePattern {
   /// SMs the GEMMs need); with one GPU per rank, one-shot when its slots (W x M x N bf16) take
   /// at most 32 MiB (latency-bound sizes, and any size for W = 2, where both fused forms send
   /// the same bytes), else two-shot when M / W is whole 128-row tiles, else bulk-synchronous
-  /// (a rule from byte counts, not yet measured on several GPUs: docs/ops.md)
+  /// (a rule from byte counts, not yet measured on several GPUs: docs/ops.md); never
+  /// producer-consumer (not measured yet)
   kAuto,
   kBulkSynchronous,  ///< GEMM into a symmetric buffer, then iris::ccl all_reduce
   kOneShot,  ///< the epilogue stores each tile to every member; each member reduces all tiles
   kTwoShot,  ///< GemmReduceScatter's fused route, then iris::ccl all_gather of the row blocks
+  /// The GEMM stores its partial locally; a reducer beside it pulls and sums every tile of C.
+  kProducerConsumer,
 };
 
-/// "auto", "bulk_synchronous", "one_shot", "two_shot".
+/// "auto", "bulk_synchronous", "one_shot", "two_shot", "producer_consumer".
 std::string_view to_string(AllReducePattern pattern) noexcept;
 
 struct GemmAllReduceArguments {
@@ -90,10 +99,12 @@ struct GemmAllReduceArguments {
   AllReducePattern pattern = AllReducePattern::kAuto;
   /// One-shot and two-shot: blocks of the reduction kernel (0: twice the SMs with a GPU per
   /// rank; with ranks sharing a GPU, 16 divided among them, so that the spinning reducers leave
-  /// SMs for the members' GEMMs).
+  /// SMs for the members' GEMMs). Producer-consumer: blocks of the reducer, which runs beside
+  /// this rank's GEMM (0: 16 divided among the ranks sharing the GPU; at most what leaves the
+  /// GEMMs SMs); the GEMM takes the SMs that the reducers of every rank on the GPU leave.
   int reduce_blocks = 0;
-  /// Tracing (iris/ops/trace.hpp): the fused GEMMs' per-tile events (tile indices in the whole
-  /// of C); null: off. The bulk-synchronous GEMM records none.
+  /// Tracing (iris/ops/trace.hpp): the one-shot, two-shot and producer-consumer GEMMs' per-tile
+  /// events (tile indices in the whole of C); null: off. The bulk-synchronous GEMM records none.
   Tracer* trace = nullptr;
 };
 
@@ -112,8 +123,8 @@ class GemmAllReduce {
   static Status can_implement(const Context& ctx, const GemmAllReduceArguments& args);
 
   /// Device bytes initialize() needs as `workspace` (0: the op's symmetric workspace comes from
-  /// the heap in initialize(): M x N bf16 partials for bulk-synchronous and two-shot, W x M x N
-  /// for one-shot, and the flags).
+  /// the heap in initialize(): M x N bf16 partials for bulk-synchronous, two-shot and
+  /// producer-consumer, W x M x N for one-shot, and the flags).
   static std::size_t workspace_size(const GemmAllReduceArguments& args);
 
   /// The pattern kAuto resolves to for these arguments on this team (never kAuto).
@@ -132,7 +143,9 @@ class GemmAllReduce {
   AllReducePattern pattern() const;
   /// One-shot: this rank's arrival counters, tile (i, j) of C from member q at
   /// tile_flags()[q * tiles() + i * tiles_n() + j]; two-shot: GemmReduceScatter's
-  /// (GemmReduceScatter::tile_flags(), tiles of this rank's rows); bulk-synchronous: null.
+  /// (GemmReduceScatter::tile_flags(), tiles of this rank's rows); producer-consumer: the
+  /// counters of this rank's own GEMM, tile (i, j) of its M x N partial product at
+  /// tile_flags()[i * tiles_n() + j] (the members' reducers read them); bulk-synchronous: null.
   const std::uint64_t* tile_flags() const;
   /// Tiles per source in tile_flags().
   int tiles() const;

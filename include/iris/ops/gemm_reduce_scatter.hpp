@@ -19,21 +19,29 @@
 //                      rows, into this rank's slot of the owner's workspace, and raises the
 //                      owner's flag for (tile, source); a reduction kernel on every rank waits
 //                      for each of its tiles from every member and adds them in team order
+//   producer-consumer  the GEMM stores every partial tile only into this rank's own M x N
+//                      partial buffer and raises its own flag per tile; a reducer on a second
+//                      stream, beside the GEMM, waits per tile of this rank's rows for every
+//                      member's flag and pulls the members' partial tiles, adding them in team
+//                      order (the epilogue sends nothing; the reducer's loads do)
 //
 //          rank 0 (rows 0..M/2)           rank 1 (rows M/2..M)
 //        partial tile of rows 1  ----->  slot[0]        slot[q]: member q's partial rows,
 //        slot[1]  <-----  partial tile of rows 0        flags[q][tile] += 1 (release, system)
 //        c = slot[0] + slot[1]                          c = slot[0] + slot[1]
 //
+//     producer-consumer:  partials_0 (M x N, rank 0)     partials_1 (M x N, rank 1)
+//        rank 0's reducer pulls rows 0..M/2 of both      rank 1's pulls rows M/2..M of both
+//
 // Numbers: partial products are rounded to bf16 once (the GEMM's output type, as a GEMM followed
 // by a bf16 reduce-scatter does), the members' partials are added in fp32 in team order and
 // rounded once more, so every rank, run and pattern gets the same bits.
 //
-// Completion: when run() completes on `stream`, this rank's rows of C are in c. The fused
-// pattern's per-tile arrival flags (tile_flags()) count runs: after the k-th run on this rank
-// every flag is >= k. A run does not start sending before every owner has finished reading the
-// previous run's partials (each owner says so with a flag when its reduction ends), so runs may
-// follow each other, and graph replays of run(), without any host synchronisation.
+// Completion: when run() completes on `stream`, this rank's rows of C are in c. The fused and
+// producer-consumer patterns' per-tile flags (tile_flags()) count runs: after the k-th run on
+// this rank every flag is >= k. A run does not start writing partials before every member has
+// finished reading the previous run's (each says so with a flag when its reduction ends), so
+// runs may follow each other, and graph replays of run(), without any host synchronisation.
 //
 // Contract: initialize() is collective over the world (same arguments and order on every member;
 // it allocates the workspace and flags from the symmetric heap, and the bulk-synchronous
@@ -57,16 +65,21 @@
 namespace iris::ops {
 
 enum class ReduceScatterPattern {
-  kAuto,  ///< fused sequential when the row blocks are whole tiles, else bulk-synchronous
+  /// fused sequential when the row blocks are whole tiles, else bulk-synchronous (never
+  /// producer-consumer: not measured yet)
+  kAuto,
   kBulkSynchronous,  ///< GEMM into a symmetric buffer, then iris::ccl reduce_scatter
   kFusedSequential,  ///< the epilogue sends each tile to its rows' owner; a reduction kernel sums
+  /// The GEMM stores its partial locally; a reducer beside it pulls and sums this rank's rows.
+  kProducerConsumer,
 };
 
-/// "auto", "bulk_synchronous", "fused_sequential".
+/// "auto", "bulk_synchronous", "fused_sequential", "producer_consumer".
 std::string_view to_string(ReduceScatterPattern pattern) noexcept;
 
 struct GemmReduceScatterArguments {
-  int m = 0;  ///< rows of A_r and of C; a multiple of team.size
+  /// Rows of A_r and of C; a multiple of team.size (fused: M / team.size whole 128-row tiles).
+  int m = 0;
   int n = 0;  ///< columns of C (rows of B_r)
   int k = 0;  ///< this rank's K shard (columns of A_r and B_r): the same on every member
   const void* a = nullptr;  ///< M x K_r bf16, row-major, any device memory of this rank
@@ -79,10 +92,12 @@ struct GemmReduceScatterArguments {
   ReduceScatterPattern pattern = ReduceScatterPattern::kAuto;
   /// Fused: blocks of the reduction kernel (0: twice the SMs with a GPU per rank; with ranks
   /// sharing a GPU, 16 divided among them, so that the spinning reducers leave SMs for the
-  /// members' GEMMs).
+  /// members' GEMMs). Producer-consumer: blocks of the reducer, which runs beside this rank's
+  /// GEMM (0: 16 divided among the ranks sharing the GPU; at most what leaves the GEMMs SMs);
+  /// the GEMM takes the SMs that the reducers of every rank on the GPU leave.
   int reduce_blocks = 0;
-  /// Tracing (iris/ops/trace.hpp): the fused GEMM's per-tile events (tile indices in the whole
-  /// of C); null: off. The bulk-synchronous GEMM records none.
+  /// Tracing (iris/ops/trace.hpp): the fused and producer-consumer GEMMs' per-tile events (tile
+  /// indices in the whole of C); null: off. The bulk-synchronous GEMM records none.
   Tracer* trace = nullptr;
 };
 
@@ -101,7 +116,7 @@ class GemmReduceScatter {
   static Status can_implement(const Context& ctx, const GemmReduceScatterArguments& args);
 
   /// Device bytes initialize() needs as `workspace` (0: the op's symmetric workspace, M x N bf16
-  /// partials and the flags, comes from the heap in initialize()).
+  /// partials (every pattern) and the flags, comes from the heap in initialize()).
   static std::size_t workspace_size(const GemmReduceScatterArguments& args);
 
   /// Binds the arguments, resolves the pattern and allocates the symmetric workspace (zeroed).
@@ -116,8 +131,12 @@ class GemmReduceScatter {
   /// The pattern initialize() chose (never kAuto).
   ReduceScatterPattern pattern() const;
   /// Fused: this rank's arrival counters, tile (i, j) of its rows from member q at
-  /// tile_flags()[q * tiles_per_block() + i * tiles_n() + j]. Bulk-synchronous: never raised.
+  /// tile_flags()[q * tiles_per_block() + i * tiles_n() + j]. Producer-consumer: the counters of
+  /// this rank's own GEMM, tile (i, j) of its whole M x N partial product at
+  /// tile_flags()[i * tiles_n() + j] (ceil(M / tile_m()) x tiles_n() of them; the members'
+  /// reducers read them). Bulk-synchronous: never raised.
   const std::uint64_t* tile_flags() const;
+  /// Tiles of this rank's M / team.size rows of C.
   int tiles_per_block() const;
   int tiles_n() const;
   /// The CTA tile: rows and columns of C per flag.

@@ -47,6 +47,19 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE int append(char* out, int at, const char* text) 
   return at;
 }
 
+/// Appends the decimal digits of `v` (at most 31 characters in all, as append).
+IRIS_DEVICE_FN IRIS_FORCEINLINE int append_number(char* out, int at, unsigned v) {
+  char digits[12];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0 && at < 31) out[at++] = digits[--n];
+  out[at] = '\0';
+  return at;
+}
+
 [[noreturn]] __noinline__ IRIS_DEVICE_FN inline void report_mismatch(
     const device::Communicator& comm, const char* call, const char* argument, std::uint64_t mine,
     std::uint64_t theirs) {

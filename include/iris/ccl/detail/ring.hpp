@@ -40,19 +40,6 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE RingPlace ring_place(const device::Communicator&
   return {me, members, (me + members - 1) % members, (me + 1) % members};
 }
 
-/// Appends the decimal digits of `v` (at most 31 characters in all, as append).
-IRIS_DEVICE_FN IRIS_FORCEINLINE int append_number(char* out, int at, unsigned v) {
-  char digits[12];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (n > 0 && at < 31) out[at++] = digits[--n];
-  out[at] = '\0';
-  return at;
-}
-
 /// Thread 0 of a block: waits (bounded; acquire at system scope) until this rank's ring signal
 /// `slot` reaches `value`, which team member `from`'s block `channel` raises. A timeout
 /// reports "<call> step <step>/<steps>" (1-based), the channel, the member's world rank and

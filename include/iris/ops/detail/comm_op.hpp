@@ -2,7 +2,7 @@
 // AllReduceRmsNorm, GemmAllReduceRmsNorm) set up alike: the team and this rank's place in it,
 // the GEMM of the op's operands, C's place in the symmetric heap, the tile grid of the flags,
 // the symmetric buffers and the communicator kept across initialize() calls, the GPU's SMs and
-// the ranks sharing it.
+// the ranks sharing it, and the second stream of the producer-consumer patterns.
 // Not public; host only, needs no CUTLASS.
 #pragma once
 
@@ -148,5 +148,62 @@ inline int spinner_blocks(const Context& ctx, int tiles, int asked) {
   const int blocks = sharing > 1 ? std::max(1, 16 / sharing) : 2 * device_sms();
   return std::min(tiles, asked ? asked : blocks);
 }
+
+/// The split of the GPU between a GEMM and a kernel that spins on its tiles at the same time,
+/// on another stream (one tile a block at a time). A GEMM CTA needs a whole SM, and the block
+/// scheduler may spread the spinning blocks over every SM before the GEMM's CTAs are placed;
+/// then the GEMM could never run and the spinners would wait for ever. So the spinners of all
+/// ranks on this GPU together stay few: `asked` blocks where positive, else 16 divided among
+/// the ranks sharing the GPU (at least 1), never more than `tiles`, and never so many that all
+/// sharing ranks' blocks hold every SM but two; the GEMM takes the SMs they leave (at least 2,
+/// one 2-CTA cluster).
+struct ConcurrentSplit {
+  int gemm_sms = 0, blocks = 0;
+};
+inline ConcurrentSplit concurrent_split(const Context& ctx, int tiles, int asked) {
+  const int sharing = ranks_per_gpu(ctx);
+  const int sms = device_sms();
+  const int most = std::max(1, (sms - 2) / sharing);
+  const int blocks = std::max(1, std::min({tiles, most, asked ? asked : 16 / sharing}));
+  return {std::max(2, sms - blocks * sharing), blocks};
+}
+
+/// A second stream of an op, forked from the caller's stream and joined back to it with events:
+/// what run() queues on it is ordered after everything queued on the caller's stream before the
+/// fork, the caller's stream waits for it at the join, and a CUDA graph capture of the caller's
+/// stream takes both in (the fork's event wait draws the side stream into the capture).
+class SideStream {
+ public:
+  SideStream() = default;
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+  ~SideStream() {
+    if (fork_ != nullptr) cudaEventDestroy(fork_);
+    if (join_ != nullptr) cudaEventDestroy(join_);
+    if (side_ != nullptr) cudaStreamDestroy(side_);
+  }
+  /// Makes the stream and its events (once; in initialize(), not while a graph is captured).
+  void create() {
+    if (side_ != nullptr) return;
+    IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  }
+  /// The side stream, after everything queued on `stream` so far.
+  cudaStream_t fork(cudaStream_t stream) {
+    IRIS_CUDA_CHECK(cudaEventRecord(fork_, stream));
+    IRIS_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+    return side_;
+  }
+  /// `stream` waits for everything queued on the side stream so far.
+  void join(cudaStream_t stream) {
+    IRIS_CUDA_CHECK(cudaEventRecord(join_, side_));
+    IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, join_, 0));
+  }
+
+ private:
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+};
 
 }  // namespace iris::ops::detail

@@ -3,7 +3,8 @@
 // two one-block kernels that keep a run from overwriting a slot its reader still reads, the
 // layout of their counters and the host side that sets them up and launches one run.
 // Not public. Used by GemmAllReduce's one-shot pattern (every tile of C from every member) and
-// GemmReduceScatter's fused pattern (the tiles of this rank's row block from every member).
+// GemmReduceScatter's fused pattern (the tiles of this rank's row block from every member); the
+// team-order sum and the reuse protocol also by the producer-consumer patterns (pull_reduce.cuh).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -74,6 +75,43 @@ struct SlotFlags {
   std::uint64_t* runs() const { return freed() + sources; }
 };
 
+/// bf16 elements in one 16-byte unit: what the reductions load and store at a time.
+constexpr int kUnit = 8;
+/// Units one thread loads before it adds them, so that they are all in flight together.
+constexpr int kUnitsInFlight = 8;
+
+/// The sum of `sources` units of 8 bf16, source q's unit at unit_at(q): loaded kUnitsInFlight at
+/// a time (every load of a batch in flight together, whichever member or slot it reads), added
+/// in fp32 in the order q = 0, 1, ... starting from 0, and rounded to bf16 once. Every
+/// reduction of the row-parallel ops adds this way, so that all their patterns give the same
+/// bits.
+template <class UnitAt>
+__device__ __forceinline__ uint4 sum_in_team_order(int sources, UnitAt unit_at) {
+  float sum[kUnit] = {};
+  for (int q0 = 0; q0 < sources; q0 += kUnitsInFlight) {
+    uint4 units[kUnitsInFlight] = {};
+#pragma unroll
+    for (int b = 0; b < kUnitsInFlight; ++b)
+      if (q0 + b < sources) units[b] = *reinterpret_cast<const uint4*>(unit_at(q0 + b));
+#pragma unroll
+    for (int b = 0; b < kUnitsInFlight; ++b) {
+      if (q0 + b >= sources) break;
+      const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&units[b]);
+#pragma unroll
+      for (int e = 0; e < kUnit / 2; ++e) {
+        const float2 f = __bfloat1622float2(pairs[e]);
+        sum[2 * e] += f.x;
+        sum[2 * e + 1] += f.y;
+      }
+    }
+  }
+  uint4 packed_unit;
+  auto* packed = reinterpret_cast<__nv_bfloat162*>(&packed_unit);
+#pragma unroll
+  for (int e = 0; e < kUnit / 2; ++e) packed[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
+  return packed_unit;
+}
+
 /// One block per tile (grid-stride). The tile's run counter `done` (this rank's; only this
 /// kernel touches it) gives the run's number; the block waits (bounded) until every source's
 /// partial tile of this run arrived (arrivals[q * tiles + t] >= done + 1), adds the sources in
@@ -83,7 +121,6 @@ __global__ void __launch_bounds__(kSlotReduceThreads)
     reduce_slot_tiles(const __grid_constant__ iris::device::Context ctx, int sources,
                       SlotGrid<Element> grid, const std::uint64_t* arrivals, std::uint64_t* done) {
   static_assert(sizeof(Element) == 2, "bf16 units of 8");
-  constexpr int kUnit = 8;
   const iris::block block{};
   __shared__ std::uint64_t target;
   for (int t = blockIdx.x; t < grid.tiles; t += gridDim.x) {
@@ -99,35 +136,26 @@ __global__ void __launch_bounds__(kSlotReduceThreads)
       const int r = u / units_per_row, cu = u % units_per_row;
       const std::int64_t at =
           std::int64_t{i * grid.tile_m + r} * grid.n + j * grid.tile_n + cu * kUnit;
-      float sum[kUnit] = {};
-      for (int q = 0; q < sources; ++q) {
-        const uint4 unit = *reinterpret_cast<const uint4*>(grid.slots + q * grid.slot + at);
-        const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&unit);
-#pragma unroll
-        for (int e = 0; e < kUnit / 2; ++e) {
-          const float2 f = __bfloat1622float2(pairs[e]);
-          sum[2 * e] += f.x;
-          sum[2 * e + 1] += f.y;
-        }
-      }
-      uint4 packed_unit;
-      auto* packed = reinterpret_cast<__nv_bfloat162*>(&packed_unit);
-#pragma unroll
-      for (int e = 0; e < kUnit / 2; ++e)
-        packed[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
-      *reinterpret_cast<uint4*>(grid.out + at) = packed_unit;
+      *reinterpret_cast<uint4*>(grid.out + at) =
+          sum_in_team_order(sources, [&](int q) { return grid.slots + q * grid.slot + at; });
     }
     block.sync();  // every read of the slots and every use of `target` is done
     if (block.thread_rank() == 0) done[t] = target;
   }
 }
 
-/// Before a run stores into the members' slots: waits (bounded) until every member has finished
-/// reading this rank's slot of the previous runs, freed[o] >= runs so far (kept in `runs`, this
-/// rank's own counter), then counts this run.
+// The reuse protocol of the row-parallel ops, whose members read buffers that other members
+// write run after run (the fused patterns' slots, producer-consumer's partial products): a run
+// writes a member's buffer only once that member has said, with freed, that it finished
+// reading it in the previous run. freed[o] on rank r counts the runs in which member o
+// finished reading what r wrote for it; runs counts this rank's runs.
+
+/// Before a run writes what the members read: waits (bounded) until every member has finished
+/// reading what this rank wrote in the previous runs, freed[o] >= runs so far (kept in `runs`,
+/// this rank's own counter), then counts this run.
 template <class Flag>
-__global__ void wait_until_slots_freed(const __grid_constant__ iris::device::Context ctx,
-                                       int members, const Flag* freed, Flag* runs) {
+__global__ void wait_until_freed(const __grid_constant__ iris::device::Context ctx, int members,
+                                 const Flag* freed, Flag* runs) {
   __shared__ Flag previous;
   if (threadIdx.x == 0) previous = *runs;
   __syncthreads();
@@ -137,13 +165,28 @@ __global__ void wait_until_slots_freed(const __grid_constant__ iris::device::Con
   if (threadIdx.x == 0) *runs = previous + 1;
 }
 
-/// After this rank's reduction (stream-ordered, so every read of its slots is done): tells every
-/// member that its slot here is free, freed[me] += 1 on each (release, system scope).
+/// After this rank's reads of the run (stream-ordered, so every read is done): tells every
+/// member that what it wrote for this rank may be written again, freed[me] += 1 on each
+/// (release, system scope).
 template <class Flag>
-__global__ void announce_slots_freed(const __grid_constant__ iris::device::Context ctx,
-                                     iris::team team, int me, Flag* freed) {
+__global__ void announce_freed(const __grid_constant__ iris::device::Context ctx, iris::team team,
+                               int me, Flag* freed) {
   for (int q = threadIdx.x; q < team.size; q += blockDim.x)
     iris::device::signal_add(ctx, freed + me, Flag{1}, team.world_rank(q));
+}
+
+/// One run under the reuse protocol, stream-ordered on `stream`: wait_until_freed (which counts
+/// the run in *runs before anything `enqueue` queues), enqueue() (the run's work, which may fork
+/// from and join back to `stream`), then announce_freed.
+template <class Enqueue>
+void run_reusing(const iris::device::Context& ctx, const iris::team& team, int me,
+                 std::uint64_t* freed, std::uint64_t* runs, cudaStream_t stream,
+                 Enqueue&& enqueue) {
+  wait_until_freed<<<1, 32, 0, stream>>>(ctx, team.size, freed, runs);
+  IRIS_CUDA_CHECK(cudaGetLastError());
+  enqueue();
+  announce_freed<<<1, 32, 0, stream>>>(ctx, team, me, freed);
+  IRIS_CUDA_CHECK(cudaGetLastError());
 }
 
 /// The tile-store route of member `me` of `team` into the slots: every tile's arrival raises
@@ -167,14 +210,12 @@ template <class Element>
 void run_slot_reduction(const iris::device::Context& ctx, const iris::team& team, int me,
                         const SlotGrid<Element>& grid, const SlotFlags& flags, int blocks,
                         GemmRunner& gemm, cudaStream_t stream) {
-  wait_until_slots_freed<<<1, 32, 0, stream>>>(ctx, team.size, flags.freed(), flags.runs());
-  IRIS_CUDA_CHECK(cudaGetLastError());
-  gemm.run(stream);
-  reduce_slot_tiles<<<blocks, kSlotReduceThreads, 0, stream>>>(ctx, team.size, grid,
-                                                               flags.arrivals(), flags.done());
-  IRIS_CUDA_CHECK(cudaGetLastError());
-  announce_slots_freed<<<1, 32, 0, stream>>>(ctx, team, me, flags.freed());
-  IRIS_CUDA_CHECK(cudaGetLastError());
+  run_reusing(ctx, team, me, flags.freed(), flags.runs(), stream, [&] {
+    gemm.run(stream);
+    reduce_slot_tiles<<<blocks, kSlotReduceThreads, 0, stream>>>(ctx, team.size, grid,
+                                                                 flags.arrivals(), flags.done());
+    IRIS_CUDA_CHECK(cudaGetLastError());
+  });
 }
 
 }  // namespace iris::ops::detail
