@@ -5,7 +5,8 @@
 // with its communicating tile-store epilogue, all tiles staying on this GPU) against the plain
 // GEMM: the cost of the epilogue alone. Then a second table at decode sizes (M = 1..128 tokens,
 // N = 8192, K = 3584 = 28672 / 8 ranks and K = 28672): the configuration the shape rule picks,
-// its time, the large tile's (forced) and cuBLAS's (written to <json stem>_decode.json).
+// and the time of each configuration forced (swap-AB, small-M, large tile) and of cuBLAS
+// (written to <json stem>_decode.json).
 // Several ranks (iris-run -n N): each pattern of GEMM + all-scatter against the bulk-synchronous
 // baseline of cuBLAS + an all-gather of the column blocks with device-API puts. NCCL is not run
 // when ranks share a GPU (it refuses two ranks on one device); the table says so.
@@ -19,8 +20,9 @@
 // fused-sequential and workgroup-specialized ops with an iris::ops::Tracer against the same
 // ops without, and the events one run records), and fp16 against bf16 for each communicating
 // pattern. Their JSON goes next to --json's: <name>.trace.json and <name>.fp16.json.
+// --decode (one rank) runs the decode table alone.
 //
-//   ./bench_gemm_all_scatter [--json gemm.json] [--samples 10]
+//   ./bench_gemm_all_scatter [--json gemm.json] [--samples 10] [--decode]
 //   iris-run -n 4 ./bench_gemm_all_scatter --json gemm_all_scatter_n4.json [--tune t.json]
 #include <cuda_fp16.h>
 
@@ -105,16 +107,17 @@ void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std:
       "GEMM + all-scatter on one rank (tile-store epilogue, flags, completion wait)");
 }
 
-/// iris::ops::Gemm at decode sizes: the configuration the rule selects against the large tile
-/// forced and cuBLAS. Memory-bound (B is N x K), so the table also gives the bytes moved per
-/// second (A, B and D once each).
+/// iris::ops::Gemm at decode sizes: every configuration forced, the one the rule selects, and
+/// cuBLAS. Memory-bound (B is N x K), so the table also gives the bytes moved per second (A, B
+/// and D once each).
 void decode_sizes(const example::Repeats& repeats, const std::string& json) {
+  using iris::ops::GemmConfig;
   constexpr int kN = 8192;
   const cudaStream_t stream = iris::bench::nonblocking_stream();
   const iris::bench::CublasGemm cublas_gemm(stream);
   std::vector<iris::bench::Row> rows;
   for (const int k : {3584, 28672}) {
-    for (const int m : {1, 8, 32, 128}) {
+    for (const int m : {1, 8, 16, 32, 64, 128}) {
       bf16 *a, *b, *d;
       IRIS_CUDA_CHECK(cudaMalloc(&a, sizeof(bf16) * std::size_t(m) * k));
       IRIS_CUDA_CHECK(cudaMalloc(&b, sizeof(bf16) * std::size_t(kN) * k));
@@ -122,18 +125,20 @@ void decode_sizes(const example::Repeats& repeats, const std::string& json) {
       iris::bench::fill<<<1024, 256>>>(a, std::size_t(m) * k, 1);
       iris::bench::fill<<<1024, 256>>>(b, std::size_t(kN) * k, 2);
       iris::ops::GemmArguments args{.m = m, .n = kN, .k = k, .a = a, .b = b, .d = d};
-      const iris::ops::GemmConfig chosen = iris::ops::Gemm::select_config(args);
-      const auto time_us = [&](iris::ops::GemmConfig config) {
+      const GemmConfig chosen = iris::ops::Gemm::select_config(args);
+      const auto time_us = [&](GemmConfig config) {
         iris::ops::GemmArguments forced = args;
         forced.config = config;
         iris::ops::Gemm gemm;
         gemm.initialize(forced, nullptr, stream);  // owns the workspace it needs
         return 1e3 * example::median_ms(stream, repeats, [&](long) { gemm.run(stream); });
       };
-      const double ours = time_us(chosen);
-      const double large = chosen == iris::ops::GemmConfig::kLargeTile
-                               ? ours
-                               : time_us(iris::ops::GemmConfig::kLargeTile);
+      const double swap_ab = time_us(GemmConfig::kSwapAB);
+      const double small_m = time_us(GemmConfig::kSmallM);
+      const double large = time_us(GemmConfig::kLargeTile);
+      const double ours = chosen == GemmConfig::kSwapAB   ? swap_ab
+                          : chosen == GemmConfig::kSmallM ? small_m
+                                                          : large;
       const double theirs =
           1e3 * example::median_ms(stream, repeats, [&](long) { cublas_gemm(d, a, b, m, kN, k); });
       const double bytes = 2.0 * (double(kN) * k + double(m) * k + double(m) * kN);
@@ -142,10 +147,16 @@ void decode_sizes(const example::Repeats& repeats, const std::string& json) {
       row.text("config", std::string(iris::ops::to_string(chosen)));
       row.number("iris_us", ours, "%.1f")
           .number("iris_GBps", example::gb_per_s(bytes, ours * 1e-3), "%.0f");
-      row.number("large_tile_us", large, "%.1f");
+      row.number("swap_ab_us", swap_ab, "%.1f")
+          .number("swap_ab_GBps", example::gb_per_s(bytes, swap_ab * 1e-3), "%.0f");
+      row.number("small_m_us", small_m, "%.1f").number("large_tile_us", large, "%.1f");
       row.number("cublas_us", theirs, "%.1f")
           .number("cublas_GBps", example::gb_per_s(bytes, theirs * 1e-3), "%.0f");
-      row.number("iris_vs_cublas", theirs / ours).number("iris_vs_large_tile", large / ours);
+      row.number("iris_vs_cublas", theirs / ours)
+          .number("swap_ab_vs_cublas", theirs / swap_ab)
+          .number("small_m_vs_cublas", theirs / small_m)
+          .number("swap_ab_vs_small_m", small_m / swap_ab)
+          .number("iris_vs_large_tile", large / ours);
       rows.push_back(row);
       IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
       cudaFree(a);
@@ -159,8 +170,9 @@ void decode_sizes(const example::Repeats& repeats, const std::string& json) {
           : json.substr(0, json.size() - (json.ends_with(".json") ? 5 : 0)) + "_decode.json";
   iris::bench::report(
       "gemm at decode sizes (bf16 -> bf16), one rank", rows, path,
-      "config = the configuration the shape rule selects (docs/ops.md); large_tile_us = the "
-      "large tile forced; iris_vs_cublas = cuBLAS time / iris time; iris_vs_large_tile = "
+      "config = the configuration the shape rule selects (docs/ops.md), iris_us its time; "
+      "swap_ab_us, small_m_us, large_tile_us = each configuration forced; X_vs_cublas = cuBLAS "
+      "time / X time; swap_ab_vs_small_m = small-M time / swap-AB time; iris_vs_large_tile = "
       "large-tile time / iris time; GBps = (A + B + D bytes) / time");
 }
 
@@ -448,6 +460,10 @@ int main(int argc, char** argv) {
   const int shape_count = static_cast<int>(example::number_arg(argc, argv, "--shapes", 0));
   std::vector<Shape> variant_shapes;
   if (ctx.world_size() == 1) {
+    if (iris::bench::has_flag(argc, argv, "--decode")) {
+      decode_sizes(repeats, json);
+      return 0;
+    }
     single_rank(ctx, repeats, json);
     decode_sizes(repeats, json);
     variant_shapes = {{1024, 4096, 14336}, {4096, 4096, 14336}, {8192, 8192, 8192}};

@@ -35,6 +35,8 @@ std::string_view to_string(GemmConfig config) noexcept {
       return "large_tile";
     case GemmConfig::kSmallM:
       return "small_m";
+    case GemmConfig::kSwapAB:
+      return "swap_ab";
   }
   return "?";
 }
@@ -43,19 +45,25 @@ namespace detail {
 
 namespace {
 
-bool has_small_m(DType ab, DType d) {
+/// Whether the decode configurations (kSmallM, kSwapAB) are compiled for these types.
+bool has_decode_kernels(DType ab, DType d) {
   return ab == DType::kBF16 && d == DType::kBF16;
+}
+
+bool is_decode_config(GemmConfig config) {
+  return config == GemmConfig::kSmallM || config == GemmConfig::kSwapAB;
 }
 
 /// IRIS_GEMM_CONFIG, kAuto when unset.
 GemmConfig config_from_env() {
   const auto value = iris::env::get(kGemmConfigEnv);
   if (!value) return GemmConfig::kAuto;
-  for (const GemmConfig c : {GemmConfig::kAuto, GemmConfig::kLargeTile, GemmConfig::kSmallM})
+  for (const GemmConfig c :
+       {GemmConfig::kAuto, GemmConfig::kLargeTile, GemmConfig::kSmallM, GemmConfig::kSwapAB})
     if (*value == to_string(c)) return c;
   throw Error(Errc::kInvalidArgument, std::string(kGemmConfigEnv) + "=\"" + *value +
-                                          "\" is not a GEMM configuration (auto, large_tile or "
-                                          "small_m)");
+                                          "\" is not a GEMM configuration (auto, large_tile, "
+                                          "small_m or swap_ab)");
 }
 
 /// The SMs the GEMM may use: args.sm_count, else the current device's; 0 when there is none.
@@ -76,19 +84,29 @@ std::int64_t tiles(std::int64_t extent, int tile) {
 
 }  // namespace
 
-// The selection rule, the one place it lives (docs/ops.md, "GEMM configurations"). The large
-// tile's persistent grid gives each SM at most one of its ceil(M / 128) * ceil(N / 256) tiles at
-// a time, so with fewer tiles than SMs the rest idle; at decode shapes (M <= 128, N = 8192) that
-// is 32 tiles on 132 SMs. Where the large tile would leave at least half the SMs idle, the
-// small-M kernel runs instead: 4x the tiles, and the stream-K scheduler splits K across the SMs
-// when even those are too few. Only bf16 -> bf16 has a small-M kernel.
+// The largest M the shape rule gives to the swap-AB kernel: one column of its tiles (32 rows of
+// A, the tokens), so that B is read once; above, the swap reads B once per 32 tokens (from L2
+// where it is lucky). Any value works; set it where the decode table says the swap stops winning.
+constexpr int kSwapABMaxM = kSwapABShape.tile_n;
+
+// The selection rule, the one place it lives (docs/ops.md, "GEMM configurations"). At decode
+// (M = 1..32 tokens) the swap-AB kernel puts the tokens on the wgmma's narrow side, where the
+// other kernels pad them to 128 rows, and its stream-K scheduler spreads B's rows and K over all
+// the SMs. Above that, the large tile's persistent grid gives each SM at most one of its
+// ceil(M / 128) * ceil(N / 256) tiles at a time, so with fewer tiles than SMs the rest idle; at
+// N = 8192 and M <= 256 that is 32 or 64 tiles on 132 SMs. Where the large tile would leave at
+// least half the SMs idle, the small-M kernel runs instead: 4x the tiles, and the stream-K
+// scheduler splits K across the SMs when even those are too few. The swap asks nothing of the
+// shape that the others do not (see can_implement's notes in docs/ops.md), so the only fallback
+// is by type: only bf16 -> bf16 has the decode kernels.
 GemmConfig select_config(const GemmArguments& g) {
   GemmConfig config = g.config != GemmConfig::kAuto ? g.config : config_from_env();
-  const bool small_m = has_small_m(g.a_type, g.d_type);
-  if (config == GemmConfig::kSmallM && g.config == GemmConfig::kAuto && !small_m)
-    return GemmConfig::kLargeTile;  // IRIS_GEMM_CONFIG applies where a small-M kernel exists
+  const bool decode_kernels = has_decode_kernels(g.a_type, g.d_type);
+  if (is_decode_config(config) && g.config == GemmConfig::kAuto && !decode_kernels)
+    return GemmConfig::kLargeTile;  // IRIS_GEMM_CONFIG applies where the kernel exists
   if (config != GemmConfig::kAuto) return config;
-  if (!small_m || g.m <= 0 || g.n <= 0) return GemmConfig::kLargeTile;
+  if (!decode_kernels || g.m <= 0 || g.n <= 0) return GemmConfig::kLargeTile;
+  if (g.m <= kSwapABMaxM) return GemmConfig::kSwapAB;
   const int sms = usable_sms(g);
   const std::int64_t large_tiles =
       tiles(g.m, kLargeTileShape.tile_m) * tiles(g.n, kLargeTileShape.tile_n);
@@ -99,7 +117,9 @@ namespace {
 
 /// The kernel of one configuration; null when none is compiled for the types.
 std::unique_ptr<GemmRunner> make_config(GemmConfig config, DType ab, DType d) {
-  if (config == GemmConfig::kSmallM) return has_small_m(ab, d) ? make_small_m_gemm_bf16() : nullptr;
+  if (is_decode_config(config) && !has_decode_kernels(ab, d)) return nullptr;
+  if (config == GemmConfig::kSmallM) return make_small_m_gemm_bf16();
+  if (config == GemmConfig::kSwapAB) return make_swap_ab_gemm_bf16();
   if (ab == DType::kBF16 && d == DType::kBF16) return make_gemm_bf16_bf16();
   if (ab == DType::kF16 && d == DType::kF16) return make_gemm_f16_f16();
   if (ab == DType::kBF16 && d == DType::kF32) return make_gemm_bf16_f32();
@@ -124,7 +144,7 @@ class ShapeSelectedGemm final : public GemmRunner {
       return Status::failure("the " + std::string(to_string(config)) +
                              " configuration is not compiled for " + std::string(to_string(ab_)) +
                              " -> " + std::string(to_string(d_)) +
-                             " (kSmallM is bf16 -> bf16 only)");
+                             " (small_m and swap_ab are bf16 -> bf16 only)");
     return runner->can_implement(args);
   }
 

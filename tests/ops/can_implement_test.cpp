@@ -142,39 +142,86 @@ class ConfigEnv {
   std::optional<std::string> old_;
 };
 
-TEST(GemmConfigRule, SmallMWhereTheLargeTileIdlesHalfTheSms) {
+TEST(GemmConfigRule, SwapABUpTo32TokensThenSmallMWhereTheLargeTileIdlesHalfTheSms) {
   if (std::getenv("IRIS_GEMM_CONFIG") != nullptr) GTEST_SKIP() << "IRIS_GEMM_CONFIG is set";
-  // 2 * ceil(M / 128) * ceil(N / 256) <= SMs.
-  EXPECT_EQ(Gemm::select_config(decode(1, 8192)), GemmConfig::kSmallM);       // 32 tiles
+  // M <= 32: the swap, whatever N and the SMs.
+  EXPECT_EQ(Gemm::select_config(decode(1, 8192)), GemmConfig::kSwapAB);
+  EXPECT_EQ(Gemm::select_config(decode(7, 8192)), GemmConfig::kSwapAB);
+  EXPECT_EQ(Gemm::select_config(decode(32, 8192)), GemmConfig::kSwapAB);
+  EXPECT_EQ(Gemm::select_config(decode(8, 256)), GemmConfig::kSwapAB);
+  EXPECT_EQ(Gemm::select_config(decode(1, 8192, 16)), GemmConfig::kSwapAB);
+  // Then 2 * ceil(M / 128) * ceil(N / 256) <= SMs.
+  EXPECT_EQ(Gemm::select_config(decode(33, 8192)), GemmConfig::kSmallM);      // 32 tiles
   EXPECT_EQ(Gemm::select_config(decode(128, 8192)), GemmConfig::kSmallM);     // 32
   EXPECT_EQ(Gemm::select_config(decode(256, 8192)), GemmConfig::kSmallM);     // 64: 128 <= 132
   EXPECT_EQ(Gemm::select_config(decode(257, 8192)), GemmConfig::kLargeTile);  // 96
   EXPECT_EQ(Gemm::select_config(decode(4096, 4096)), GemmConfig::kLargeTile);
-  EXPECT_EQ(Gemm::select_config(decode(8, 256)), GemmConfig::kSmallM);          // 1 tile
-  EXPECT_EQ(Gemm::select_config(decode(1, 8192, 63)), GemmConfig::kLargeTile);  // 64 > 63
-  EXPECT_EQ(Gemm::select_config(decode(1, 8192, 64)), GemmConfig::kSmallM);
-  // Only bf16 -> bf16 has a small-M kernel.
-  auto args = decode(1, 8192);
-  args.a_type = args.b_type = args.d_type = DType::kF16;
-  EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
-  args = decode(1, 8192);
-  args.d_type = DType::kF32;
-  EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
+  EXPECT_EQ(Gemm::select_config(decode(64, 256)), GemmConfig::kSmallM);          // 1 tile
+  EXPECT_EQ(Gemm::select_config(decode(64, 8192, 63)), GemmConfig::kLargeTile);  // 64 > 63
+  EXPECT_EQ(Gemm::select_config(decode(64, 8192, 64)), GemmConfig::kSmallM);
+  // Only bf16 -> bf16 has the decode kernels.
+  for (const int m : {1, 64}) {
+    auto args = decode(m, 8192);
+    args.a_type = args.b_type = args.d_type = DType::kF16;
+    EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
+    args = decode(m, 8192);
+    args.d_type = DType::kF32;
+    EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
+  }
 }
 
 TEST(GemmConfigRule, ForcedConfigurationsWin) {
   auto args = decode(1, 8192);
   args.config = GemmConfig::kLargeTile;
   EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
-  args = decode(8192, 8192);
   args.config = GemmConfig::kSmallM;
   EXPECT_EQ(Gemm::select_config(args), GemmConfig::kSmallM);
-  EXPECT_TRUE(accepts(Gemm::can_implement(args)));
-  args.a_type = args.b_type = args.d_type = DType::kF16;  // no fp16 small-M kernel
-  EXPECT_TRUE(refuses(Gemm::can_implement(args), {"small_m", "not compiled", "fp16 -> fp16"}));
+  for (const GemmConfig config : {GemmConfig::kSmallM, GemmConfig::kSwapAB}) {
+    args = decode(8192, 8192);
+    args.config = config;
+    EXPECT_EQ(Gemm::select_config(args), config);
+    EXPECT_TRUE(accepts(Gemm::can_implement(args)));
+    args.a_type = args.b_type = args.d_type = DType::kF16;  // no fp16 decode kernels
+    EXPECT_TRUE(refuses(Gemm::can_implement(args), {std::string(iris::ops::to_string(config)),
+                                                    "not compiled", "fp16 -> fp16"}));
+    args.a_type = args.b_type = DType::kBF16;
+    args.d_type = DType::kF32;
+    args.n = 4;
+    EXPECT_TRUE(refuses(Gemm::can_implement(args), {"not compiled", "bf16 -> fp32"}));
+  }
+  EXPECT_EQ(iris::ops::to_string(GemmConfig::kSwapAB), "swap_ab");
   EXPECT_EQ(iris::ops::to_string(GemmConfig::kSmallM), "small_m");
   EXPECT_EQ(iris::ops::to_string(GemmConfig::kLargeTile), "large_tile");
   EXPECT_EQ(iris::ops::to_string(GemmConfig::kAuto), "auto");
+}
+
+// D^T is column-major N x M with leading dimension ldd: its contiguous extent is N and its
+// stride ldd, the rules every configuration has; M is an outer extent of both swapped operands
+// and needs no alignment. So the swap takes every shape the other configurations take, and
+// refuses the same ones with the same sentences.
+TEST(GemmConfigRule, SwapABTakesWhatTheOthersTake) {
+  auto args = decode(1, 8192);
+  args.config = GemmConfig::kSwapAB;
+  for (const int m : {1, 7, 8, 31, 33, 200, 4097}) {
+    args.m = m;
+    EXPECT_TRUE(accepts(Gemm::can_implement(args))) << "M = " << m;
+  }
+  args.m = 7;
+  args.n = 1544;  // ragged: 12 tiles of 128 rows and a part
+  args.ldd = 1560;
+  args.lda = args.ldb = 3600;
+  EXPECT_TRUE(accepts(Gemm::can_implement(args)));
+  args.ldd = 1550;
+  EXPECT_TRUE(refuses(Gemm::can_implement(args), {"ldd = 1550", "multiple of 16 bytes"}));
+  args.ldd = 0;
+  args.n = 1001;
+  EXPECT_TRUE(refuses(Gemm::can_implement(args), "N = 1001"));
+  args.n = 1544;
+  args.lda = 3590;
+  EXPECT_TRUE(refuses(Gemm::can_implement(args), "lda = 3590"));
+  args.lda = 0;
+  args.a = fake(0x10008);
+  EXPECT_TRUE(refuses(Gemm::can_implement(args), "16-byte aligned"));
 }
 
 TEST(GemmConfigRule, TheEnvironmentForcesAutoArguments) {
@@ -186,7 +233,20 @@ TEST(GemmConfigRule, TheEnvironmentForcesAutoArguments) {
     EXPECT_EQ(Gemm::select_config(args), GemmConfig::kSmallM);
   }
   {
+    const ConfigEnv env("swap_ab");
+    EXPECT_EQ(Gemm::select_config(decode(8192, 8192)), GemmConfig::kSwapAB);
+    auto args = decode(1, 8192);
+    args.config = GemmConfig::kLargeTile;
+    EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
+    args = decode(1, 8192);
+    args.d_type = DType::kF32;  // none compiled: the large tile
+    args.n = 4;
+    EXPECT_EQ(Gemm::select_config(args), GemmConfig::kLargeTile);
+    EXPECT_TRUE(accepts(Gemm::can_implement(args)));
+  }
+  {
     const ConfigEnv env("small_m");
+    EXPECT_EQ(Gemm::select_config(decode(1, 8192)), GemmConfig::kSmallM);
     EXPECT_EQ(Gemm::select_config(decode(8192, 8192)), GemmConfig::kSmallM);
     auto args = decode(1, 8192);
     args.a_type = args.b_type = args.d_type = DType::kF16;  // none compiled: the large tile
@@ -196,11 +256,13 @@ TEST(GemmConfigRule, TheEnvironmentForcesAutoArguments) {
   {
     const ConfigEnv env("auto");
     EXPECT_EQ(Gemm::select_config(decode(8192, 8192)), GemmConfig::kLargeTile);
+    EXPECT_EQ(Gemm::select_config(decode(1, 8192)), GemmConfig::kSwapAB);
   }
   {
     const ConfigEnv env("tiny");
     EXPECT_THROW(Gemm::select_config(decode(1, 8192)), iris::Error);
-    EXPECT_TRUE(refuses(Gemm::can_implement(decode(1, 8192)), {"IRIS_GEMM_CONFIG", "tiny"}));
+    EXPECT_TRUE(
+        refuses(Gemm::can_implement(decode(1, 8192)), {"IRIS_GEMM_CONFIG", "tiny", "swap_ab"}));
   }
 }
 

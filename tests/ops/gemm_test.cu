@@ -4,7 +4,10 @@
 // configuration (stream-K scheduler) at decode shapes, forced and chosen by the shape rule, in
 // its data-parallel, split-K and stream-K decompositions, over repeated runs and graph replays
 // (its reduction locks must be cleared before every launch), with the caller's workspace and
-// with the one Gemm allocates itself.
+// with the one Gemm allocates itself. The swap-AB configuration (D^T = B * A^T, written as a
+// column-major D^T with leading dimension ldd) forced and chosen at token counts around its
+// tile's 32 columns, ragged and long-K, repeated, replayed, with fewer SMs and wide leading
+// dimensions.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -255,13 +258,24 @@ TEST(Gemm, SmallMForcedMatchesCublas) {
         {.config = GemmConfig::kSmallM, .expect = GemmConfig::kSmallM, .runs = 3});
 }
 
-TEST(Gemm, SmallMIsChosenAtDecodeShapes) {
-  if (std::getenv("IRIS_GEMM_CONFIG") != nullptr) GTEST_SKIP() << "IRIS_GEMM_CONFIG is set";
+/// The device's SMs (0 where it cannot say).
+int device_sms() {
   int device = 0, sms = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
-  if (sms < 128) GTEST_SKIP() << "the decode shapes pick kSmallM on GPUs of 128 SMs or more";
-  for (const int m : {1, 7, 8, 32, 128, 200})
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;
+  return sms;
+}
+
+TEST(Gemm, SwapABThenSmallMAreChosenAtDecodeShapes) {
+  if (std::getenv("IRIS_GEMM_CONFIG") != nullptr) GTEST_SKIP() << "IRIS_GEMM_CONFIG is set";
+  if (device_sms() < 128)
+    GTEST_SKIP() << "the decode shapes pick kSmallM on GPUs of 128 SMs or more";
+  for (const int m : {1, 7, 8, 16, 32})  // M <= 32: the swap
+    check_against_cublas<__nv_bfloat16, __nv_bfloat16>(DType::kBF16, DType::kBF16, {m, 8192, 3584},
+                                                       0, 0, 0,
+                                                       {.expect = GemmConfig::kSwapAB, .runs = 2});
+  for (const int m : {33, 64, 128, 200})
     check_against_cublas<__nv_bfloat16, __nv_bfloat16>(DType::kBF16, DType::kBF16, {m, 8192, 3584},
                                                        0, 0, 0,
                                                        {.expect = GemmConfig::kSmallM, .runs = 2});
@@ -304,12 +318,60 @@ TEST(Gemm, SmallMNeedsAWorkspaceOnlyWhereItSplitsTiles) {
   args.config = GemmConfig::kSmallM;
   args.a = args.b = args.d = reinterpret_cast<void*>(std::uintptr_t{256});
   args.n = 8192;  // 128 tiles on >= 128 SMs: data-parallel, no partial tiles
-  int device = 0, sms = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
-  if (sms >= 128) EXPECT_EQ(iris::ops::Gemm::workspace_size(args), 0u);
+  if (device_sms() >= 128) EXPECT_EQ(iris::ops::Gemm::workspace_size(args), 0u);
   args.n = 1024;  // 16 tiles: split K, partial tiles of 128 x 64 fp32 and their locks
   EXPECT_GE(iris::ops::Gemm::workspace_size(args), std::size_t{16} * 128 * 64 * 4);
+}
+
+// The swap-AB kernel on 132 SMs: at N = 8192, 64 tiles of 128 rows of B per 32 tokens, so
+// stream-K up to M = 32 (64 tiles for 132 SMs) and data-parallel from M = 128 (256 tiles); at
+// N = 1544, 13 tiles (the last ragged), split over K; M = 7 and 200 leave a partial column tile
+// (D's rows past M are never written); K = 28672, 448 K steps per tile.
+const Shape kSwapABShapes[] = {
+    {1, 8192, 3584},  {7, 8192, 3584},   {8, 8192, 3584},   {16, 8192, 3584}, {32, 8192, 3584},
+    {64, 8192, 3584}, {128, 8192, 3584}, {200, 8192, 3584}, {1, 8192, 28672}, {32, 8192, 28672},
+    {7, 1544, 520},   {16, 1544, 28672}, {33, 4096, 3584},  {1, 8, 8},        {200, 1544, 3584},
+};
+
+TEST(Gemm, SwapABForcedMatchesCublas) {
+  for (const Shape& s : kSwapABShapes)
+    check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
+        DType::kBF16, DType::kBF16, s, 0, 0, 0,
+        {.config = GemmConfig::kSwapAB, .expect = GemmConfig::kSwapAB, .runs = 3});
+}
+
+TEST(Gemm, SwapABGraphReplaysGiveTheSameResult) {
+  for (const Shape& s : {Shape{1, 8192, 3584}, Shape{32, 4096, 3584}, Shape{7, 1544, 520}})
+    check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
+        DType::kBF16, DType::kBF16, s, 0, 0, /*graph_replays=*/4,
+        {.config = GemmConfig::kSwapAB, .expect = GemmConfig::kSwapAB});
+}
+
+TEST(Gemm, SwapABWithItsOwnWorkspaceFewerSmsAndWideLeadingDimensions) {
+  // 64 tiles on 20 SMs: two data-parallel waves, then 24 tiles stream-K; Gemm's own workspace.
+  check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
+      DType::kBF16, DType::kBF16, {16, 8192, 3584}, 0, /*sm_count=*/20, 0,
+      {.config = GemmConfig::kSwapAB, .runs = 3, .caller_workspace = false});
+  // ldd > N: D^T's columns are ldd apart and its rows N..ldd-1 (D's padding columns) untouched.
+  check_against_cublas<__nv_bfloat16, __nv_bfloat16>(DType::kBF16, DType::kBF16, {7, 1544, 520},
+                                                     /*pad=*/24, 0, 0,
+                                                     {.config = GemmConfig::kSwapAB, .runs = 2});
+  check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
+      DType::kBF16, DType::kBF16, {33, 520, 264}, /*pad=*/8, 0, /*graph_replays=*/2,
+      {.config = GemmConfig::kSwapAB, .caller_workspace = false});
+}
+
+TEST(Gemm, SwapABSplitsKWhereItsTilesAreFewerThanHalfTheSms) {
+  iris::ops::GemmArguments args;
+  args.m = 8;
+  args.n = 8192;  // 64 tiles
+  args.k = 3584;
+  args.config = GemmConfig::kSwapAB;
+  args.a = args.b = args.d = reinterpret_cast<void*>(std::uintptr_t{256});
+  if (device_sms() <= 128) GTEST_SKIP() << "64 tiles split only on more than 128 SMs";
+  EXPECT_GT(iris::ops::Gemm::workspace_size(args), 0u);  // partial tiles and their locks
+  args.sm_count = 64;  // one tile per SM: data-parallel, nothing to reduce
+  EXPECT_EQ(iris::ops::Gemm::workspace_size(args), 0u);
 }
 
 }  // namespace

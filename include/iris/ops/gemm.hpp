@@ -42,12 +42,15 @@ struct Status {
 
 /// The compiled kernel configurations of the plain GEMM (docs/ops.md, "GEMM configurations").
 enum class GemmConfig {
-  kAuto,       ///< chosen by shape (the default): kSmallM where kLargeTile would idle most SMs
+  kAuto,       ///< chosen by shape (the default): see GemmArguments::config
   kLargeTile,  ///< 128 x 256 x 64 tile, 2 x 1 clusters, persistent scheduler: large M
   kSmallM,     ///< 128 x 64 x 64 tile, 1 x 2 clusters, stream-K scheduler; bf16 -> bf16 only
+  /// D^T = B * A^T (the weights as the 128-row side, the tokens as the 32-column side), stream-K
+  /// scheduler: a few tokens (decode); bf16 -> bf16 only
+  kSwapAB,
 };
 
-/// "auto", "large_tile", "small_m" (the values IRIS_GEMM_CONFIG accepts).
+/// "auto", "large_tile", "small_m", "swap_ab" (the values IRIS_GEMM_CONFIG accepts).
 std::string_view to_string(GemmConfig config) noexcept;
 
 /// One GEMM D = A * B^T. Leading dimensions are in elements; 0 means packed (k, k, n).
@@ -68,10 +71,12 @@ struct GemmArguments {
   /// on other streams (the producer-consumer pattern).
   int sm_count = 0;
   /// Which kernel configuration runs it. kAuto: the environment variable IRIS_GEMM_CONFIG
-  /// (auto, large_tile, small_m) when set, else the shape rule: kSmallM when the types are
-  /// bf16 -> bf16 and 2 * ceil(M / 128) * ceil(N / 256) <= SMs (sm_count, or the device's),
-  /// i.e. when the large tile would leave at least half the SMs without a tile. Forcing
-  /// kSmallM for other types is refused; IRIS_GEMM_CONFIG=small_m leaves them on kLargeTile.
+  /// (auto, large_tile, small_m, swap_ab) when set, else the shape rule, for bf16 -> bf16:
+  /// kSwapAB when M <= 32 (the swapped tile's 32 columns hold all the tokens, so B is read
+  /// once), else kSmallM when 2 * ceil(M / 128) * ceil(N / 256) <= SMs (sm_count, or the
+  /// device's), i.e. when the large tile would leave at least half the SMs without a tile; other
+  /// types, and larger M, kLargeTile. Forcing kSmallM or kSwapAB for other types is refused;
+  /// IRIS_GEMM_CONFIG=small_m or swap_ab leaves them on kLargeTile.
   GemmConfig config = GemmConfig::kAuto;
 };
 
@@ -89,8 +94,8 @@ class Gemm {
   /// Whether `args` describe a GEMM this class runs; the message says why not. Host only (no
   /// GPU needed), cheap; pointers are checked for alignment, not dereferenced.
   static Status can_implement(const GemmArguments& args);
-  /// Device bytes initialize() needs as `workspace`: 0 for kLargeTile; for kSmallM, what the
-  /// stream-K scheduler's partial tiles and locks need (0 when it splits no tile).
+  /// Device bytes initialize() needs as `workspace`: 0 for kLargeTile; for kSmallM and kSwapAB,
+  /// what the stream-K scheduler's partial tiles and locks need (0 when it splits no tile).
   static std::size_t workspace_size(const GemmArguments& args);
 
   /// The configuration initialize() would choose for `args` (never kAuto). Host only; asks the
@@ -107,10 +112,10 @@ class Gemm {
   void initialize(const GemmArguments& args, void* workspace = nullptr,
                   cudaStream_t stream = nullptr);
 
-  /// Enqueues the GEMM on `stream` (for kSmallM, after a memset of the stream-K locks where it
-  /// splits tiles). No host synchronisation and no allocation: it can be captured in a CUDA
-  /// graph, and the graph replays it with the bound arguments. Precondition: initialize()
-  /// succeeded.
+  /// Enqueues the GEMM on `stream` (for kSmallM and kSwapAB, after a memset of the stream-K
+  /// locks where it splits tiles). No host synchronisation and no allocation: it can be
+  /// captured in a CUDA graph, and the graph replays it with the bound arguments.
+  /// Precondition: initialize() succeeded.
   void run(cudaStream_t stream = nullptr);
 
   /// The bound arguments, `config` resolved to the configuration that runs them.

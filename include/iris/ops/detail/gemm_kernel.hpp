@@ -45,13 +45,14 @@ using MainloopOf = typename cutlass::gemm::collective::CollectiveBuilder<
         sizeof(typename CollectiveEpilogue::SharedStorage))>,
     KernelSchedule>::CollectiveOp;
 
-/// CUTLASS's TMA epilogue of a CTA tile and cluster shape: D = accumulators, no source C.
-template <class ElementD, class Tile, class Cluster>
+/// CUTLASS's TMA epilogue of a CTA tile and cluster shape: D = accumulators, no source C; D
+/// row-major, or column-major for the swap-AB kernel (which computes D^T).
+template <class ElementD, class Tile, class Cluster, class LayoutD = cutlass::layout::RowMajor>
 using TmaEpilogueOf = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
     cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-    void, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
-    ElementD, cutlass::layout::RowMajor, 16 / sizeof(ElementD),
+    void, LayoutD, 16 / sizeof(ElementD),
+    ElementD, LayoutD, 16 / sizeof(ElementD),
     cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
 // clang-format on
 
@@ -66,6 +67,7 @@ struct PlainGemm {
                                                       MainloopFor<ElementAB, Epilogue>, Epilogue,
                                                       cutlass::gemm::PersistentScheduler>;
   static constexpr bool kTileStore = false;
+  static constexpr bool kSwapAB = false;
 };
 
 /// D = A * B^T with the tile-store epilogue: every tile to every receiver, per-tile flags.
@@ -79,7 +81,30 @@ struct TileStoreGemm {
                                                       MainloopFor<ElementAB, Epilogue>, Epilogue,
                                                       cutlass::gemm::PersistentScheduler>;
   static constexpr bool kTileStore = true;
+  static constexpr bool kSwapAB = false;
 };
+
+/// D = A * B^T with a CTA tile and cluster, CUTLASS's stream-K tile scheduler and its TMA
+/// epilogue; with SwapAB, D^T = B * A^T (see SwapABGemm), D^T written column-major.
+template <class ElementAB, class ElementD, class Tile, class Cluster, bool SwapAB>
+struct StreamKGemm {
+  using Epilogue = TmaEpilogueOf<
+      ElementD, Tile, Cluster,
+      std::conditional_t<SwapAB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>>;
+  using Kernel =
+      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                           MainloopOf<ElementAB, Epilogue, Tile, Cluster>, Epilogue,
+                                           cutlass::gemm::StreamKScheduler>;
+  static constexpr bool kTileStore = false;
+  static constexpr bool kSwapAB = SwapAB;
+};
+
+/// Whether a CUTLASS tile and cluster are the GemmConfigShape the selection rule reads.
+template <class Tile, class Cluster>
+constexpr bool matches(GemmConfigShape shape) {
+  return cute::size<0>(Tile{}) == shape.tile_m && cute::size<1>(Tile{}) == shape.tile_n &&
+         cute::size<0>(Cluster{}) == shape.cluster_m && cute::size<1>(Cluster{}) == shape.cluster_n;
+}
 
 /// The small-M configuration (GemmConfig::kSmallM, bf16 -> bf16): a 128 x 64 x 64 CTA tile (the
 /// cooperative schedule's smallest M: two consumer warpgroups of 64 rows), 1 x 2 clusters (the A
@@ -90,22 +115,36 @@ struct TileStoreGemm {
 /// picks it is detail::select_config (gemm.cpp); the shapes below are kSmallMShape there.
 using SmallMTileShape = cute::Shape<cute::_128, cute::_64, cute::_64>;
 using SmallMClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
+static_assert(matches<SmallMTileShape, SmallMClusterShape>(kSmallMShape),
+              "kSmallMShape (gemm_runner.hpp, read by the selection rule) must match the kernel");
 
 /// D = A * B^T with the small-M tile, stream-K scheduler and CUTLASS's TMA epilogue.
 template <class ElementAB, class ElementD>
-struct SmallMGemm {
-  using Epilogue = TmaEpilogueOf<ElementD, SmallMTileShape, SmallMClusterShape>;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<
-      cute::Shape<int, int, int, int>,
-      MainloopOf<ElementAB, Epilogue, SmallMTileShape, SmallMClusterShape>, Epilogue,
-      cutlass::gemm::StreamKScheduler>;
-  static constexpr bool kTileStore = false;
-  static_assert(cute::size<0>(SmallMTileShape{}) == kSmallMShape.tile_m &&
-                    cute::size<1>(SmallMTileShape{}) == kSmallMShape.tile_n &&
-                    cute::size<0>(SmallMClusterShape{}) == kSmallMShape.cluster_m &&
-                    cute::size<1>(SmallMClusterShape{}) == kSmallMShape.cluster_n,
-                "kSmallMShape (gemm_runner.hpp, read by the selection rule) must match the kernel");
-};
+using SmallMGemm = StreamKGemm<ElementAB, ElementD, SmallMTileShape, SmallMClusterShape, false>;
+
+/// The swap-AB configuration (GemmConfig::kSwapAB, bf16 -> bf16) computes D^T = B * A^T: CUTLASS
+/// is given the problem (M' = N, N' = M, K), the weights B (N x K, K contiguous) as its A operand
+/// and the activations A (M x K, K contiguous) as its B operand, the same K-major layouts as the
+/// other kernels, so the same mainloop; D^T (N x M) is written column-major with leading
+/// dimension ldd, which is D row-major. A wgmma is 64 rows of its A operand by 8..256 columns, so
+/// with the tokens on the N' side a 128 x 32 tile wastes at most 31 columns where the small-M
+/// tile wastes 127 of 128 rows: at M <= 32 the kernel streams B once, bandwidth-bound, its tensor
+/// cores busy a small part of the time the bytes take. 128 rows is the cooperative schedule's
+/// smallest M' (stream-K needs it); K 64 keeps the 128-byte-swizzled TMA boxes of the other
+/// kernels, and at 20 KiB a stage the carveout leaves about ten stages in flight per SM.
+/// No cluster (1 x 1): B, the operand worth multicasting, is shared only between N' tiles, which
+/// exist only at M > 32, and a 1 x 2 cluster would leave half its CTAs without columns at
+/// M <= 32; multicasting A along M' would save L2 reads, not memory ones. N = 4096..8192 gives
+/// 32..64 tiles of 128 rows, fewer than the SMs, so the stream-K scheduler splits K across them.
+/// The shapes below are kSwapABShape (gemm_runner.hpp), in the swapped problem's terms.
+using SwapABTileShape = cute::Shape<cute::_128, cute::_32, cute::_64>;
+using SwapABClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+static_assert(matches<SwapABTileShape, SwapABClusterShape>(kSwapABShape),
+              "kSwapABShape (gemm_runner.hpp, read by the selection rule) must match the kernel");
+
+/// D^T = B * A^T with the swap-AB tile, stream-K scheduler and a column-major TMA epilogue.
+template <class ElementAB, class ElementD>
+using SwapABGemm = StreamKGemm<ElementAB, ElementD, SwapABTileShape, SwapABClusterShape, true>;
 
 /// Whether a kernel's scheduler is CUTLASS's stream-K scheduler: its reduction locks in the
 /// workspace count up during a launch and are never reset by the kernel, so every launch must
@@ -178,35 +217,50 @@ class CutlassRunner final : public GemmRunner {
                   static_cast<int>(cudaGetLastError()));
   }
 
-  int tile_m() const override { return cute::size<0>(typename Kernel::TileShape{}); }
-  int tile_n() const override { return cute::size<1>(typename Kernel::TileShape{}); }
+  // In D's terms: a swap-AB tile covers size<1> rows of D and size<0> columns.
+  int tile_m() const override {
+    return Config::kSwapAB ? cute::size<1>(typename Kernel::TileShape{})
+                           : cute::size<0>(typename Kernel::TileShape{});
+  }
+  int tile_n() const override {
+    return Config::kSwapAB ? cute::size<0>(typename Kernel::TileShape{})
+                           : cute::size<1>(typename Kernel::TileShape{});
+  }
 
  private:
+  // The arguments of every configuration, in CUTLASS's terms. A swap-AB kernel gets the problem
+  // (N, M, K) with B and A exchanged, and D^T's column-major stride (1, ldd).
   static typename Adapter::Arguments make_arguments(const GemmArguments& g,
                                                     const TileStore* store) {
     using StrideA = typename Kernel::StrideA;
     using StrideB = typename Kernel::StrideB;
+    constexpr bool swap = Config::kSwapAB;
     const std::int64_t lda = g.lda ? g.lda : g.k, ldb = g.ldb ? g.ldb : g.k;
     const std::int64_t ldd = g.ldd ? g.ldd : g.n;
     typename Adapter::Arguments arguments{};
     arguments.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    arguments.problem_shape = {g.m, g.n, g.k, 1};
-    arguments.mainloop.ptr_A = static_cast<const ElementA*>(g.a);
-    arguments.mainloop.dA = StrideA{lda, cute::Int<1>{}, 0};
-    arguments.mainloop.ptr_B = static_cast<const ElementB*>(g.b);
-    arguments.mainloop.dB = StrideB{ldb, cute::Int<1>{}, 0};
+    arguments.problem_shape = {swap ? g.n : g.m, swap ? g.m : g.n, g.k, 1};
+    arguments.mainloop.ptr_A = static_cast<const ElementA*>(swap ? g.b : g.a);
+    arguments.mainloop.dA = StrideA{swap ? ldb : lda, cute::Int<1>{}, 0};
+    arguments.mainloop.ptr_B = static_cast<const ElementB*>(swap ? g.a : g.b);
+    arguments.mainloop.dB = StrideB{swap ? lda : ldb, cute::Int<1>{}, 0};
     if constexpr (Config::kTileStore) {
       arguments.epilogue.d = static_cast<ElementD*>(g.d);
       arguments.epilogue.ldd = ldd;
       if (store != nullptr) arguments.epilogue.store = *store;
     } else {
       using StrideD = typename Kernel::CollectiveEpilogue::StrideD;
+      StrideD stride_d{};
+      if constexpr (swap)
+        stride_d = StrideD{cute::Int<1>{}, ldd, 0};
+      else
+        stride_d = StrideD{ldd, cute::Int<1>{}, 0};
       arguments.epilogue.thread.alpha = 1.0f;
       arguments.epilogue.thread.beta = 0.0f;
       arguments.epilogue.ptr_C = nullptr;
-      arguments.epilogue.dC = StrideD{ldd, cute::Int<1>{}, 0};
+      arguments.epilogue.dC = stride_d;
       arguments.epilogue.ptr_D = static_cast<ElementD*>(g.d);
-      arguments.epilogue.dD = StrideD{ldd, cute::Int<1>{}, 0};
+      arguments.epilogue.dD = stride_d;
     }
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) {

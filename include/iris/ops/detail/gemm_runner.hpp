@@ -58,7 +58,8 @@ class GemmRunner {
   virtual int tile_n() const = 0;
 };
 
-/// Forces the plain GEMM's configuration for every op: auto, large_tile or small_m (docs/ops.md).
+/// Forces the plain GEMM's configuration for every op: auto, large_tile, small_m or swap_ab
+/// (docs/ops.md).
 inline constexpr const char* kGemmConfigEnv = "IRIS_GEMM_CONFIG";
 
 /// The CTA tile and cluster of a plain-GEMM configuration, for the selection rule (which needs
@@ -68,6 +69,8 @@ struct GemmConfigShape {
 };
 inline constexpr GemmConfigShape kLargeTileShape{128, 256, 2, 1};
 inline constexpr GemmConfigShape kSmallMShape{128, 64, 1, 2};
+/// In the swapped problem's terms (M' = N, N' = M): 128 rows of B by 32 rows of A.
+inline constexpr GemmConfigShape kSwapABShape{128, 32, 1, 1};
 
 // One factory per compiled kernel (src/ops/gemm_*.cu).
 std::unique_ptr<GemmRunner> make_gemm_bf16_bf16();
@@ -80,6 +83,8 @@ std::unique_ptr<GemmRunner> make_tile_store_gemm_f16();
 
 /// bf16 -> bf16, the small-M configuration (SmallMGemm: 128 x 64 tile, stream-K scheduler).
 std::unique_ptr<GemmRunner> make_small_m_gemm_bf16();
+/// bf16 -> bf16, the swap-AB configuration (SwapABGemm: D^T = B * A^T, 128 x 32 tile, stream-K).
+std::unique_ptr<GemmRunner> make_swap_ab_gemm_bf16();
 
 /// The plain GEMM for these types, or null when none is compiled. Every op's plain GEMM comes
 /// from here: the runner picks the configuration (select_config) at each initialize() from the
