@@ -153,20 +153,65 @@ template <class Kernel>
 inline constexpr bool kUsesStreamK =
     std::is_same_v<typename Kernel::TileSchedulerTag, cutlass::gemm::StreamKScheduler>;
 
+/// What CUTLASS says of a problem it rejects, as the runners' can_implement reports it.
+inline Status cutlass_rejects(cutlass::Status status) {
+  if (status == cutlass::Status::kSuccess) return Status::success();
+  return Status::failure(std::string("CUTLASS's SM90 kernel rejects this problem (") +
+                         cutlassGetStatusString(status) + ")");
+}
+
+/// The arguments every iris::ops CUTLASS kernel takes from GemmArguments, in CUTLASS's terms:
+/// the problem, A and B with their strides, the device and its SMs (0: CUTLASS asks the device at
+/// initialize; can_implement never needs the count), and with TmaEpilogue, D for CUTLASS's TMA
+/// epilogue (no source C). With Swap (the swap-AB kernel) the problem is (N, M, K), B and A are
+/// exchanged and D^T gets the column-major stride (1, ldd). Kernel-specific fields (a tile-store
+/// epilogue, a mainloop hook, the scheduler) are the caller's.
+template <class Kernel, bool Swap, bool TmaEpilogue>
+typename Kernel::Arguments gemm_arguments(const GemmArguments& g) {
+  using StrideA = typename Kernel::StrideA;
+  using StrideB = typename Kernel::StrideB;
+  const std::int64_t lda = g.lda ? g.lda : g.k, ldb = g.ldb ? g.ldb : g.k;
+  const std::int64_t ldd = g.ldd ? g.ldd : g.n;
+  typename Kernel::Arguments arguments{};
+  arguments.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  arguments.problem_shape = {Swap ? g.n : g.m, Swap ? g.m : g.n, g.k, 1};
+  arguments.mainloop.ptr_A = static_cast<const typename Kernel::ElementA*>(Swap ? g.b : g.a);
+  arguments.mainloop.dA = StrideA{Swap ? ldb : lda, cute::Int<1>{}, 0};
+  arguments.mainloop.ptr_B = static_cast<const typename Kernel::ElementB*>(Swap ? g.a : g.b);
+  arguments.mainloop.dB = StrideB{Swap ? lda : ldb, cute::Int<1>{}, 0};
+  if constexpr (TmaEpilogue) {
+    using StrideD = typename Kernel::CollectiveEpilogue::StrideD;
+    StrideD stride_d{};
+    if constexpr (Swap)
+      stride_d = StrideD{cute::Int<1>{}, ldd, 0};
+    else
+      stride_d = StrideD{ldd, cute::Int<1>{}, 0};
+    arguments.epilogue.thread.alpha = 1.0f;
+    arguments.epilogue.thread.beta = 0.0f;
+    arguments.epilogue.ptr_C = nullptr;
+    arguments.epilogue.dC = stride_d;
+    arguments.epilogue.ptr_D = static_cast<typename Kernel::CollectiveEpilogue::ElementD*>(g.d);
+    arguments.epilogue.dD = stride_d;
+  }
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    device = 0;
+  }
+  arguments.hw_info.device_id = device;
+  arguments.hw_info.sm_count = g.sm_count;
+  return arguments;
+}
+
 template <class Config>
 class CutlassRunner final : public GemmRunner {
  public:
   using Kernel = typename Config::Kernel;
   using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-  using ElementA = typename Kernel::ElementA;
-  using ElementB = typename Kernel::ElementB;
   using ElementD = typename Kernel::CollectiveEpilogue::ElementD;
 
   Status can_implement(const GemmArguments& args) const override {
-    const auto status = Adapter::can_implement(make_arguments(args, nullptr));
-    if (status == cutlass::Status::kSuccess) return Status::success();
-    return Status::failure(std::string("CUTLASS's SM90 kernel rejects this problem (") +
-                           cutlassGetStatusString(status) + ")");
+    return cutlass_rejects(Adapter::can_implement(make_arguments(args, nullptr)));
   }
 
   std::size_t workspace_size(const GemmArguments& args) const override {
@@ -228,48 +273,14 @@ class CutlassRunner final : public GemmRunner {
   }
 
  private:
-  // The arguments of every configuration, in CUTLASS's terms. A swap-AB kernel gets the problem
-  // (N, M, K) with B and A exchanged, and D^T's column-major stride (1, ldd).
   static typename Adapter::Arguments make_arguments(const GemmArguments& g,
                                                     const TileStore* store) {
-    using StrideA = typename Kernel::StrideA;
-    using StrideB = typename Kernel::StrideB;
-    constexpr bool swap = Config::kSwapAB;
-    const std::int64_t lda = g.lda ? g.lda : g.k, ldb = g.ldb ? g.ldb : g.k;
-    const std::int64_t ldd = g.ldd ? g.ldd : g.n;
-    typename Adapter::Arguments arguments{};
-    arguments.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    arguments.problem_shape = {swap ? g.n : g.m, swap ? g.m : g.n, g.k, 1};
-    arguments.mainloop.ptr_A = static_cast<const ElementA*>(swap ? g.b : g.a);
-    arguments.mainloop.dA = StrideA{swap ? ldb : lda, cute::Int<1>{}, 0};
-    arguments.mainloop.ptr_B = static_cast<const ElementB*>(swap ? g.a : g.b);
-    arguments.mainloop.dB = StrideB{swap ? lda : ldb, cute::Int<1>{}, 0};
+    auto arguments = gemm_arguments<Kernel, Config::kSwapAB, !Config::kTileStore>(g);
     if constexpr (Config::kTileStore) {
       arguments.epilogue.d = static_cast<ElementD*>(g.d);
-      arguments.epilogue.ldd = ldd;
+      arguments.epilogue.ldd = g.ldd ? g.ldd : g.n;
       if (store != nullptr) arguments.epilogue.store = *store;
-    } else {
-      using StrideD = typename Kernel::CollectiveEpilogue::StrideD;
-      StrideD stride_d{};
-      if constexpr (swap)
-        stride_d = StrideD{cute::Int<1>{}, ldd, 0};
-      else
-        stride_d = StrideD{ldd, cute::Int<1>{}, 0};
-      arguments.epilogue.thread.alpha = 1.0f;
-      arguments.epilogue.thread.beta = 0.0f;
-      arguments.epilogue.ptr_C = nullptr;
-      arguments.epilogue.dC = stride_d;
-      arguments.epilogue.ptr_D = static_cast<ElementD*>(g.d);
-      arguments.epilogue.dD = stride_d;
     }
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      device = 0;
-    }
-    arguments.hw_info.device_id = device;
-    // 0 lets CUTLASS ask the device (at initialize; can_implement never needs the count).
-    arguments.hw_info.sm_count = g.sm_count;
     return arguments;
   }
 

@@ -279,17 +279,11 @@ class ShardWaitRunner final : public ShardWaitGemm {
  public:
   using Kernel = typename Config::Kernel;
   using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-  using ElementA = typename Kernel::ElementA;
-  using ElementB = typename Kernel::ElementB;
-  using ElementD = typename Kernel::CollectiveEpilogue::ElementD;
   static constexpr int kBlockM = cute::size<0>(TileShape{});
   static constexpr int kClusterM = cute::size<0>(ClusterShape{});
 
   Status can_implement(const GemmArguments& args) const override {
-    const auto status = Adapter::can_implement(make_arguments(args, ShardWait{}));
-    if (status == cutlass::Status::kSuccess) return Status::success();
-    return Status::failure(std::string("CUTLASS's SM90 kernel rejects this problem (") +
-                           cutlassGetStatusString(status) + ")");
+    return cutlass_rejects(Adapter::can_implement(make_arguments(args, ShardWait{})));
   }
 
   void initialize(const GemmArguments& args, const ShardWait& wait, cudaStream_t stream) override {
@@ -321,25 +315,8 @@ class ShardWaitRunner final : public ShardWaitGemm {
 
  private:
   static typename Adapter::Arguments make_arguments(const GemmArguments& g, const ShardWait& wait) {
-    using StrideA = typename Kernel::StrideA;
-    using StrideB = typename Kernel::StrideB;
-    using StrideD = typename Kernel::CollectiveEpilogue::StrideD;
-    const std::int64_t lda = g.lda ? g.lda : g.k, ldb = g.ldb ? g.ldb : g.k;
-    const std::int64_t ldd = g.ldd ? g.ldd : g.n;
-    typename Adapter::Arguments arguments{};
-    arguments.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    arguments.problem_shape = {g.m, g.n, g.k, 1};
-    arguments.mainloop.ptr_A = static_cast<const ElementA*>(g.a);
-    arguments.mainloop.dA = StrideA{lda, cute::Int<1>{}, 0};
-    arguments.mainloop.ptr_B = static_cast<const ElementB*>(g.b);
-    arguments.mainloop.dB = StrideB{ldb, cute::Int<1>{}, 0};
+    auto arguments = gemm_arguments<Kernel, false, true>(g);
     arguments.mainloop.hook = wait;
-    arguments.epilogue.thread.alpha = 1.0f;
-    arguments.epilogue.thread.beta = 0.0f;
-    arguments.epilogue.ptr_C = nullptr;
-    arguments.epilogue.dC = StrideD{ldd, cute::Int<1>{}, 0};
-    arguments.epilogue.ptr_D = static_cast<ElementD*>(g.d);
-    arguments.epilogue.dD = StrideD{ldd, cute::Int<1>{}, 0};
     // m changes slowest along the tile order, so the tiles come shard by shard, from the
     // cluster of m blocks that holds the first shard's first row.
     arguments.scheduler.raster_order =
@@ -350,13 +327,6 @@ class ShardWaitRunner final : public ShardWaitGemm {
     if (wait.rows > 0)
       arguments.scheduler.first_cluster_m = static_cast<std::uint32_t>(
           (std::int64_t{wait.first_shard} * wait.rows + kClusterRows - 1) / kClusterRows);
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      device = 0;
-    }
-    arguments.hw_info.device_id = device;
-    arguments.hw_info.sm_count = g.sm_count;
     return arguments;
   }
 

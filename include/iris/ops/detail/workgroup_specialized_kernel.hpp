@@ -126,8 +126,6 @@ template <class Config>
 class WorkgroupSpecializedRunner final : public WorkgroupSpecializedGemm {
  public:
   using Kernel = typename Config::Kernel;
-  using ElementA = typename Kernel::ElementA;
-  using ElementB = typename Kernel::ElementB;
   using ElementD = typename Kernel::CollectiveEpilogue::ElementD;
   static constexpr int kClusterSize = cute::size(ClusterShape{});
 
@@ -215,25 +213,10 @@ class WorkgroupSpecializedRunner final : public WorkgroupSpecializedGemm {
 
   static typename Kernel::Arguments make_arguments(const GemmArguments& g, const TileStore& store,
                                                    int gemm_blocks) {
-    using StrideA = typename Kernel::StrideA;
-    using StrideB = typename Kernel::StrideB;
-    const std::int64_t lda = g.lda ? g.lda : g.k, ldb = g.ldb ? g.ldb : g.k;
-    typename Kernel::Arguments arguments{};
-    arguments.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    arguments.problem_shape = {g.m, g.n, g.k, 1};
-    arguments.mainloop.ptr_A = static_cast<const ElementA*>(g.a);
-    arguments.mainloop.dA = StrideA{lda, cute::Int<1>{}, 0};
-    arguments.mainloop.ptr_B = static_cast<const ElementB*>(g.b);
-    arguments.mainloop.dB = StrideB{ldb, cute::Int<1>{}, 0};
+    auto arguments = gemm_arguments<Kernel, false, false>(g);
     arguments.epilogue.d = static_cast<ElementD*>(g.d);
     arguments.epilogue.ldd = g.ldd ? g.ldd : g.n;
     arguments.epilogue.store = store;
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      device = 0;
-    }
-    arguments.hw_info.device_id = device;
     arguments.hw_info.sm_count = gemm_blocks;  // CUTLASS's grid for the GEMM alone
     return arguments;
   }
