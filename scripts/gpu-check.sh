@@ -9,7 +9,9 @@
 #                                                   the benchmarks, collectives and ops first, no
 #                                                   sanitizers; IRIS_GPU_CHECK_SANITIZERS=0: no
 #                                                   sanitizers; IRIS_GPU_CHECK_TESTS=0: no
-#                                                   tests, for a second call on a built tree)
+#                                                   tests, for a second call on a built tree;
+#                                                   IRIS_GPU_CHECK_PREBUILT=ARCHIVE: no build,
+#                                                   the binaries of scripts/carry-build.sh)
 # <machine> is the GPU's name from nvidia-smi, lowercased and short (h200; 8xh200 for eight),
 # or IRIS_MACHINE; <date> is today's UTC date. On a lent machine pass RESULTS=$OUT: the record
 # and an INDEX.md holding its row come back, to be copied into benchmarks/results/.
@@ -58,8 +60,22 @@ nvidia-cuda-mps-control -d && echo "MPS started" >>"$out/machine.txt"
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 
 start=$(date +%s)
+if [ -n "${IRIS_GPU_CHECK_PREBUILT:-}" ]; then
+  # Binaries built elsewhere (scripts/carry-build.sh): unpack them, and make the source directory
+  # their ctest files name lead here (a link where that path is free, else rewrite the files).
+  tar -xJf "$IRIS_GPU_CHECK_PREBUILT"
+  built=$(cat build/source-dir)
+  if [ "$built" != "$PWD" ]; then
+    if [ ! -e "$built" ]; then
+      mkdir -p "$(dirname "$built")" && ln -s "$PWD" "$built"
+    else
+      sed -i "s#$built#$PWD#g" $(find build -name CTestTestfile.cmake)
+    fi
+  fi
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "unpacked $IRIS_GPU_CHECK_PREBUILT (built in $built): $(( $(date +%s) - start )) s"
 # Keep going past a broken target, so that one bad file still leaves the rest to test.
-if ! { cmake --preset default && cmake --build --preset default -j "$(nproc)" -- -k 0; } >"$out/build.log" 2>&1; then
+elif ! { cmake --preset default && cmake --build --preset default -j "$(nproc)" -- -k 0; } >"$out/build.log" 2>&1; then
   grep -E "error|FAILED" "$out/build.log" | head -n 40; echo "BUILD HAD FAILURES (see build.log)"
 fi
 echo "build: $(( $(date +%s) - start )) s"
@@ -68,7 +84,8 @@ echo "build: $(( $(date +%s) - start )) s"
 # the benchmarks and examples: under MPS a trapped client can stall the clients after it.
 tests_rc=0
 run_tests() {  # run_tests <log> <ctest label option>
-  ctest --preset default ${filter:+-R "$filter"} "$2" trap --timeout 600 >"$out/$1" 2>&1 || tests_rc=1
+  ctest --test-dir build --output-on-failure --no-tests=error ${filter:+-R "$filter"} "$2" trap \
+    --timeout 600 >"$out/$1" 2>&1 || tests_rc=1
   grep -E "tests passed|tests failed|\*\*\*Failed|Failed|Timeout|Skipped|Not Run" "$out/$1" | tail -n 40
   echo "$1: $(( $(date +%s) - start )) s since the build began"
 }
