@@ -100,8 +100,7 @@ struct AllScatterState {
   // [arrivals: team.size * tiles][ready: tiles][runs: 1]
   Buffer<std::uint64_t> flags;
   int sms = 0, gemm_sms = 0, comm_blocks = 0;  // producer-consumer, workgroup-specialized
-  cudaStream_t side = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
+  SideStream side;                             // producer-consumer: the senders' stream
   TraceBuffer trace{};
 
   std::uint64_t* arrivals() const { return flags.data(); }
@@ -109,12 +108,6 @@ struct AllScatterState {
   std::uint64_t* runs() const { return ready() + grid.tiles; }
   SendTiles sends(const iris::device::Context& dctx) const {
     return SendTiles{dctx, team, me, grid, arrivals(), ready(), trace};
-  }
-
-  ~AllScatterState() {
-    if (fork) cudaEventDestroy(fork);
-    if (join) cudaEventDestroy(join);
-    if (side) cudaStreamDestroy(side);
   }
 };
 
@@ -244,11 +237,7 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
     gemm_args.sm_count = s.gemm_sms;
     detail::TileStore tiles{ctx.device(), iris::team{ctx.rank(), 1, 1}, s.ready(), 0, 0, s.trace};
     s.gemm->initialize(gemm_args, &tiles, workspace, stream);
-    if (!s.side) {
-      IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
-      IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
-      IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming));
-    }
+    s.side.create();
   } else {
     // One launch: GEMM blocks and senders. The whole grid is sized to be resident at once with
     // the other ranks sharing this GPU (resident clusters / sharing ranks). The senders wait
@@ -288,15 +277,14 @@ void GemmAllScatter::run(cudaStream_t stream) {
     case AllScatterPattern::kFusedSequential:
       s.gemm->run(stream);
       break;
-    case AllScatterPattern::kProducerConsumer:
-      IRIS_CUDA_CHECK(cudaEventRecord(s.fork, stream));
-      IRIS_CUDA_CHECK(cudaStreamWaitEvent(s.side, s.fork, 0));
+    case AllScatterPattern::kProducerConsumer: {
+      const cudaStream_t senders = s.side.fork(stream);
       s.gemm->run(stream);
-      detail::push_tiles<<<s.comm_blocks, detail::kPushThreads, 0, s.side>>>(s.sends(dctx));
+      detail::push_tiles<<<s.comm_blocks, detail::kPushThreads, 0, senders>>>(s.sends(dctx));
       IRIS_CUDA_CHECK(cudaGetLastError());
-      IRIS_CUDA_CHECK(cudaEventRecord(s.join, s.side));
-      IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.join, 0));
+      s.side.join(stream);
       break;
+    }
     case AllScatterPattern::kWorkgroupSpecialized:
       s.ws->run(stream);
       break;
