@@ -69,20 +69,14 @@ struct AllGatherState {
   std::unique_ptr<ShardWaitGemm> waiting;
   Buffer<std::uint64_t> shard_flags;  // [flag of shard q: team.size][epoch: 1], symmetric
   std::uint64_t* epoch() const { return shard_flags.data() + team.size; }
-  cudaStream_t comm_stream = nullptr;
-  cudaEvent_t fork = nullptr, joined = nullptr;
-  std::vector<cudaEvent_t> arrived;  // per shard
+  detail::SideStream copies;         // the copy engines' stream (not bulk-synchronous)
+  std::vector<cudaEvent_t> arrived;  // producer-consumer: shard q is here
 
-  void release_streams() {
+  void release_events() {
     for (cudaEvent_t e : arrived) cudaEventDestroy(e);
     arrived.clear();
-    if (fork != nullptr) cudaEventDestroy(fork);
-    if (joined != nullptr) cudaEventDestroy(joined);
-    if (comm_stream != nullptr) cudaStreamDestroy(comm_stream);
-    fork = joined = nullptr;
-    comm_stream = nullptr;
   }
-  ~AllGatherState() { release_streams(); }
+  ~AllGatherState() { release_events(); }
 };
 
 namespace {
@@ -226,10 +220,8 @@ void AllGatherGemm::initialize(const AllGatherGemmArguments& args, void*, cudaSt
   IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
   IRIS_CUDA_CHECK(cudaFree(addresses));
 
-  s.release_streams();
-  IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.comm_stream, cudaStreamNonBlocking));
-  IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
-  IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&s.joined, cudaEventDisableTiming));
+  s.copies.create();
+  s.release_events();
   s.arrived.assign(s.team.size, nullptr);
   for (auto& e : s.arrived) IRIS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
@@ -253,49 +245,45 @@ void AllGatherGemm::run(cudaStream_t stream) {
     detail::next_epoch<<<1, 1, 0, stream>>>(s.epoch());
     IRIS_CUDA_CHECK(cudaGetLastError());
     if (s.team.size > 1) s.comm->barrier(stream);
-    IRIS_CUDA_CHECK(cudaEventRecord(s.fork, stream));
-    IRIS_CUDA_CHECK(cudaStreamWaitEvent(s.comm_stream, s.fork, 0));
+    const cudaStream_t copies = s.copies.fork(stream);
     // The local shard, then the peers' from rank + 1 on; each copy is followed (stream order: the
     // next copy starts once the last one's writes are done) by the copy of this run's number
     // into the shard's flag, which the GEMM's mainloop waits for.
     for (int j = 0; j < s.team.size; ++j) {
       const int q = (s.me + j) % s.team.size;
       IRIS_CUDA_CHECK(cudaMemcpyAsync(s.gathered.data() + q * shard, s.peer_shards[q], shard_bytes,
-                                      cudaMemcpyDeviceToDevice, s.comm_stream));
+                                      cudaMemcpyDeviceToDevice, copies));
       IRIS_CUDA_CHECK(cudaMemcpyAsync(s.shard_flags.data() + q, s.epoch(), sizeof(std::uint64_t),
-                                      cudaMemcpyDeviceToDevice, s.comm_stream));
+                                      cudaMemcpyDeviceToDevice, copies));
     }
     // Every member has read this rank's shard. On the communication stream, so that a run ends
     // without waiting for the peers' GEMMs; it needs an SM, which the GEMM frees once all its
     // flags have risen (they have, by then).
-    if (s.team.size > 1) s.comm->barrier(s.comm_stream);
-    IRIS_CUDA_CHECK(cudaEventRecord(s.joined, s.comm_stream));
+    if (s.team.size > 1) s.comm->barrier(copies);
     s.waiting->run(stream);
-    IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.joined, 0));  // join (graphs need it)
+    s.copies.join(stream);  // graphs need it
     return;
   }
   // Fork: the communication stream starts after everything queued on `stream` so far (this
   // rank's shard is written).
-  IRIS_CUDA_CHECK(cudaEventRecord(s.fork, stream));
-  IRIS_CUDA_CHECK(cudaStreamWaitEvent(s.comm_stream, s.fork, 0));
+  const cudaStream_t copies = s.copies.fork(stream);
   s.gemms[s.me]->run(stream);  // the local shard needs nobody
   if (s.team.size > 1) {
-    s.comm->barrier(s.comm_stream);  // every member's shard is ready
+    s.comm->barrier(copies);  // every member's shard is ready
     for (int j = 1; j < s.team.size; ++j) {
       const int q = (s.me + j) % s.team.size;
       IRIS_CUDA_CHECK(cudaMemcpyAsync(s.gathered.data() + q * shard, s.peer_shards[q], shard_bytes,
-                                      cudaMemcpyDeviceToDevice, s.comm_stream));
-      IRIS_CUDA_CHECK(cudaEventRecord(s.arrived[q], s.comm_stream));
+                                      cudaMemcpyDeviceToDevice, copies));
+      IRIS_CUDA_CHECK(cudaEventRecord(s.arrived[q], copies));
     }
-    s.comm->barrier(s.comm_stream);  // every member has read this rank's shard
+    s.comm->barrier(copies);  // every member has read this rank's shard
   }
-  IRIS_CUDA_CHECK(cudaEventRecord(s.joined, s.comm_stream));
   for (int j = 1; j < s.team.size; ++j) {
     const int q = (s.me + j) % s.team.size;
     IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.arrived[q], 0));
     s.gemms[q]->run(stream);
   }
-  IRIS_CUDA_CHECK(cudaStreamWaitEvent(stream, s.joined, 0));  // join (graphs need it)
+  s.copies.join(stream);  // graphs need it
 }
 
 AllGatherPattern AllGatherGemm::pattern() const {
