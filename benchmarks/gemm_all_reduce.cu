@@ -3,9 +3,10 @@
 //
 // Per shape: cuBLAS's partial GEMM alone (the compute floor), the baseline cuBLAS GEMM into a
 // symmetric buffer + iris::ccl all_reduce, and each pattern of iris::ops::GemmAllReduce (one-shot,
-// two-shot, bulk-synchronous, producer-consumer, and what kAuto picks). Shapes: the PyTorch
-// symmetric-memory recipe's N = 3584, K = 8192 with M = 4096 and 16384. Times are the slowest
-// rank's median. NCCL is not run (it refuses ranks that share a GPU); the table says so.
+// two-shot, bulk-synchronous, producer-consumer, workgroup-specialized, and what kAuto picks).
+// Shapes: the PyTorch symmetric-memory recipe's N = 3584, K = 8192 with M = 4096 and 16384. Times
+// are the slowest rank's median. NCCL is not run (it refuses ranks that share a GPU); the table
+// says so.
 //
 //   iris-run -n 4 ./bench_gemm_all_reduce [--quick] [--json gemm_all_reduce_n4.json] [--samples 10]
 //   --quick: M = 4096 only, 5 samples (a few seconds)
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
     double best = 0;
     for (auto pattern :
          {iris::ops::AllReducePattern::kBulkSynchronous, iris::ops::AllReducePattern::kOneShot,
-          iris::ops::AllReducePattern::kTwoShot, iris::ops::AllReducePattern::kProducerConsumer}) {
+          iris::ops::AllReducePattern::kTwoShot, iris::ops::AllReducePattern::kProducerConsumer,
+          iris::ops::AllReducePattern::kWorkgroupSpecialized}) {
       const iris::ops::GemmAllReduceArguments args{
           .m = s.m, .n = s.n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern};
       const std::string name(iris::ops::to_string(pattern));

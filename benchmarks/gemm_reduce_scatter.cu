@@ -3,7 +3,8 @@
 //
 // Per shape: cuBLAS's partial GEMM alone (the compute floor), the baseline cuBLAS GEMM into a
 // symmetric buffer + iris::ccl reduce_scatter, and each pattern of iris::ops::GemmReduceScatter
-// (bulk-synchronous, fused sequential, producer-consumer), each with its speedup.
+// (bulk-synchronous, fused sequential, producer-consumer, workgroup-specialized), each with its
+// speedup.
 // Shapes: Flux's M = 4096, K = 49152 (all ranks), N = 12288 and the PyTorch symmetric-memory
 // recipe's M = 4096, K = 8192, N = 3584. Times are the slowest rank's median. NCCL is not run
 // (it refuses ranks that share a GPU, and needs its own build here); the table says so.
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
     double best = 0;
     for (auto pattern : {iris::ops::ReduceScatterPattern::kBulkSynchronous,
                          iris::ops::ReduceScatterPattern::kFusedSequential,
-                         iris::ops::ReduceScatterPattern::kProducerConsumer}) {
+                         iris::ops::ReduceScatterPattern::kProducerConsumer,
+                         iris::ops::ReduceScatterPattern::kWorkgroupSpecialized}) {
       iris::ops::GemmReduceScatter op(ctx);
       op.initialize(
           {.m = s.m, .n = s.n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern});

@@ -8,7 +8,9 @@
 // producer-consumer pattern turns the push into a pull: the GEMM stores its partial tiles only
 // locally and raises its own flag per tile, and a reducer on a second stream, beside the GEMM,
 // waits for each tile of its rows on every rank and reads them over the heap. The
-// bulk-synchronous pattern (GEMM, then iris::ccl reduce_scatter) runs too; all must agree.
+// workgroup-specialized pattern runs that GEMM and that reducer as the two roles of one launch's
+// blocks, with no second stream. The bulk-synchronous pattern (GEMM, then iris::ccl
+// reduce_scatter) runs too; all must agree.
 // Small-integer data, so every bf16 result is exact; exits non-zero when an element is wrong.
 //
 //   iris-run -n 4 ./example_14_gemm_reduce_scatter [--m 2048 --n 1024 --k 32] [--trace trace.json]
@@ -58,6 +60,7 @@ int run(int argc, char** argv) {
   bool all_right = true;
   for (auto pattern : {iris::ops::ReduceScatterPattern::kFusedSequential,
                        iris::ops::ReduceScatterPattern::kProducerConsumer,
+                       iris::ops::ReduceScatterPattern::kWorkgroupSpecialized,
                        iris::ops::ReduceScatterPattern::kBulkSynchronous}) {
     const bool traced =
         trace_path != nullptr && pattern == iris::ops::ReduceScatterPattern::kFusedSequential;

@@ -1,7 +1,7 @@
 // 16_gemm_all_reduce — the row-parallel layer whose output every rank needs whole: every rank
 // multiplies its K shard, and every rank ends with all of the sum over the ranks.
 //
-// Teaches: four ways to the same bits. Bulk-synchronous: the GEMM, then iris::ccl all_reduce.
+// Teaches: five ways to the same bits. Bulk-synchronous: the GEMM, then iris::ccl all_reduce.
 // One-shot: the tile-store epilogue of example 11 stores each finished partial tile into this
 // rank's slot on every rank and raises each rank's flag for (tile, source); every rank's
 // reduction kernel waits per tile and adds all the slots in team order. Two-shot: the route of
@@ -9,6 +9,7 @@
 // reduced row blocks. Producer-consumer: the GEMM stores its partial tiles only locally and
 // raises its own flag per tile; a reducer on a second stream, beside the GEMM, waits per tile
 // for every rank's flag and pulls all the partials over the heap (a one-shot pull).
+// Workgroup-specialized: that GEMM and that reducer as the two roles of one launch's blocks.
 // Small-integer data, so every bf16 result is exact; exits non-zero when an element is wrong.
 //
 //   iris-run -n 4 ./example_16_gemm_all_reduce [--m 1024 --n 1024 --k 32] [--trace trace.json]
@@ -56,6 +57,7 @@ int run(int argc, char** argv) {
   bool all_right = true;
   for (auto pattern : {iris::ops::AllReducePattern::kOneShot, iris::ops::AllReducePattern::kTwoShot,
                        iris::ops::AllReducePattern::kProducerConsumer,
+                       iris::ops::AllReducePattern::kWorkgroupSpecialized,
                        iris::ops::AllReducePattern::kBulkSynchronous}) {
     const bool traced = trace_path != nullptr && pattern == iris::ops::AllReducePattern::kOneShot;
     const iris::ops::GemmAllReduceArguments args{.m = m,

@@ -2,7 +2,8 @@
 // into per-source slots, then the slot reduction of detail/slot_reduce.cuh; two-shot is
 // GemmReduceScatter (its fused route) followed by an iris::ccl all_gather; producer-consumer is
 // the tile-store GEMM into this rank's own partials beside the pulling reducer of
-// detail/pull_reduce.cuh over all of C.
+// detail/pull_reduce.cuh over all of C, and workgroup-specialized the same GEMM and reducer in
+// one launch.
 #include "iris/ops/gemm_all_reduce.hpp"
 
 #include <cuda_bf16.h>
@@ -32,6 +33,8 @@ std::string_view to_string(AllReducePattern pattern) noexcept {
       return "two_shot";
     case AllReducePattern::kProducerConsumer:
       return "producer_consumer";
+    case AllReducePattern::kWorkgroupSpecialized:
+      return "workgroup_specialized";
   }
   return "?";
 }
@@ -48,19 +51,21 @@ struct AllReduceState {
   iris::team team{};
   int me = 0;
   AllReducePattern pattern = AllReducePattern::kAuto;
-  std::unique_ptr<GemmRunner> gemm;                // all but two-shot
+  std::unique_ptr<GemmRunner> gemm;                // bulk-synchronous and one-shot
   std::unique_ptr<GemmReduceScatter> reduce_rows;  // two-shot
   std::unique_ptr<iris::ccl::Communicator> comm;   // bulk-synchronous and two-shot
   SlotGrid<ArElement> grid{};                      // all of C
-  // Bulk-synchronous and producer-consumer: this rank's M x N partial product; one-shot: the
-  // [W][M x N] slots.
+  // Bulk-synchronous, producer-consumer and workgroup-specialized: this rank's M x N partial
+  // product; one-shot: the [W][M x N] slots.
   Buffer<ArElement> partials;
-  // One-shot: SlotFlags over team.size sources and C's tiles; producer-consumer: PullFlags over
-  // C's tiles.
+  // One-shot: SlotFlags over team.size sources and C's tiles; producer-consumer and
+  // workgroup-specialized: PullFlags over C's tiles.
   Buffer<std::uint64_t> flags;
   int reduce_blocks = 0;
   TraceBuffer trace{};
-  PullReduction<ArElement> pull;  // producer-consumer: all of C from every member's partials
+  // Producer-consumer and workgroup-specialized: this rank's GEMM and the reducer of all of C
+  // from every member's partials.
+  PullReduction<ArElement> pull;
 
   SlotFlags slot_flags() const { return {flags.data(), team.size, grid.tiles}; }
 };
@@ -170,18 +175,18 @@ void GemmAllReduce::initialize(const GemmAllReduceArguments& args, void* workspa
     return;
   }
 
-  if (s.pattern == AllReducePattern::kProducerConsumer) {
+  if (detail::pulls(s.pattern)) {
     // Every member's partial tile t raises ready[t] on that member only; this rank's reducer
     // pulls every tile of C from every member.
-    s.gemm = detail::make_tile_store_gemm_bf16();
     detail::ensure_zeros(ctx, s.partials, product);
     auto* c = static_cast<detail::ArElement*>(args.c);
-    s.pull.initialize(ctx, s.team, *s.gemm, detail::partial_gemm(args, s.partials.data()), s.flags,
-                      c, 0, args.m, args.reduce_blocks, s.trace, workspace, stream);
+    s.pull.initialize(ctx, s.team, detail::pull_launch(s.pattern),
+                      detail::partial_gemm(args, s.partials.data()), s.flags, c, 0, args.m,
+                      args.reduce_blocks, s.trace, workspace, stream);
     // tiles(), tiles_n(), tile_m(), tile_n(): C's grid, as one-shot's.
     s.grid = detail::slot_grid<detail::ArElement>(
         s.partials.data(), c, args.m, args.n,
-        detail::TileCount::of(args.m, args.n, s.gemm->tile_m(), s.gemm->tile_n()));
+        detail::TileCount::of(args.m, args.n, s.pull.grid.tile_m, s.pull.grid.tile_n));
     return;
   }
 
@@ -203,7 +208,7 @@ void GemmAllReduce::initialize(const GemmAllReduceArguments& args, void* workspa
 
 void GemmAllReduce::run(cudaStream_t stream) {
   auto& s = *state_;
-  if (!s.gemm && !s.reduce_rows)
+  if (!s.gemm && !s.reduce_rows && !s.pull.bound())
     throw Error(Errc::kInvalidArgument, "iris::ops::GemmAllReduce::run before initialize");
   auto* c = static_cast<detail::ArElement*>(s.args.c);
   const std::size_t product = std::size_t(s.args.m) * s.args.n;
@@ -221,7 +226,8 @@ void GemmAllReduce::run(cudaStream_t stream) {
       return;
     }
     case AllReducePattern::kProducerConsumer:
-      s.pull.run(s.ctx->device(), s.team, s.me, *s.gemm, stream);
+    case AllReducePattern::kWorkgroupSpecialized:
+      s.pull.run(s.ctx->device(), s.team, s.me, stream);
       return;
     default:
       break;
@@ -236,7 +242,7 @@ AllReducePattern GemmAllReduce::pattern() const {
 const std::uint64_t* GemmAllReduce::tile_flags() const {
   const auto& s = *state_;
   if (s.reduce_rows) return s.reduce_rows->tile_flags();
-  if (s.pattern == AllReducePattern::kProducerConsumer) return s.pull.flags.ready();
+  if (detail::pulls(s.pattern)) return s.pull.flags.ready();
   return s.pattern == AllReducePattern::kOneShot ? s.slot_flags().arrivals() : nullptr;
 }
 int GemmAllReduce::tiles() const {

@@ -48,7 +48,7 @@ constexpr unsigned kPushThreads = 256;
 /// The producer-consumer pattern's communication kernel: one block per tile (grid-stride).
 __global__ void __launch_bounds__(kPushThreads)
     push_tiles(const __grid_constant__ SendTiles sends) {
-  send_tiles(sends, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+  sends(static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
 /// Completion: waits (bounded) until every arrival flag reaches this run's number, kept in
@@ -93,8 +93,8 @@ struct AllScatterState {
   iris::team team{};
   int me = 0;
   AllScatterPattern pattern = AllScatterPattern::kAuto;
-  std::unique_ptr<GemmRunner> gemm;               // every pattern but workgroup-specialized
-  std::unique_ptr<WorkgroupSpecializedGemm> ws;   // workgroup-specialized: GEMM + senders
+  std::unique_ptr<GemmRunner> gemm;  // every pattern but workgroup-specialized
+  std::unique_ptr<WorkgroupSpecializedGemm<SendTiles>> ws;  // workgroup-specialized: GEMM + senders
   std::unique_ptr<iris::ccl::Communicator> comm;  // bulk-synchronous: the team's all-gather
   TileGrid grid{};
   // [arrivals: team.size * tiles][ready: tiles][runs: 1]
@@ -127,9 +127,8 @@ std::unique_ptr<GemmRunner> make_tile_store_gemm(DType type) {
 }
 
 /// The workgroup-specialized kernel of `type`: bf16 or fp16.
-std::unique_ptr<WorkgroupSpecializedGemm> make_workgroup_specialized_gemm(DType type) {
-  return type == DType::kF16 ? make_workgroup_specialized_gemm_f16()
-                             : make_workgroup_specialized_gemm_bf16();
+std::unique_ptr<WorkgroupSpecializedGemm<SendTiles>> make_workgroup_specialized_gemm(DType type) {
+  return type == DType::kF16 ? make_gemm_and_send_f16() : make_gemm_and_send_bf16();
 }
 }  // namespace
 
@@ -246,15 +245,11 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
     if (auto status = s.ws->can_implement(g); !status)
       throw Error(Errc::kInvalidArgument, "iris::ops::GemmAllScatter: " + status.message);
     const int cluster = s.ws->cluster_size();
-    const auto down = [cluster](int v) { return v / cluster * cluster; };
-    const auto up = [cluster](int v) { return (v + cluster - 1) / cluster * cluster; };
-    const int budget =
-        std::max(2 * cluster, down(s.ws->max_resident_blocks() / detail::ranks_per_gpu(ctx)));
-    s.comm_blocks = comm_blocks
-                        ? up(comm_blocks)
-                        : std::max(cluster, std::min(up(16 * budget / s.sms), down(budget / 2)));
-    s.gemm_sms =
-        gemm_sms ? std::max(cluster, down(gemm_sms)) : std::max(cluster, budget - s.comm_blocks);
+    const auto split =
+        detail::workgroup_split(detail::workgroup_budget(ctx, s.ws->max_resident_blocks(), cluster),
+                                cluster, s.sms, gemm_sms, comm_blocks);
+    s.comm_blocks = split.side_blocks;
+    s.gemm_sms = split.gemm_blocks;
     detail::TileStore tiles{ctx.device(), iris::team{ctx.rank(), 1, 1}, s.ready(), 0, 0, s.trace};
     s.ws->initialize(g, tiles, s.sends(ctx.device()), s.gemm_sms, s.comm_blocks);
     s.gemm_sms = s.ws->gemm_blocks();

@@ -2,7 +2,8 @@
 // reduce-scatter route into the owners' per-source slots, then the slot reduction of
 // detail/slot_reduce.cuh over this rank's row block; producer-consumer is the tile-store GEMM
 // into this rank's own partials beside the pulling reducer of detail/pull_reduce.cuh over this
-// rank's rows; bulk-synchronous is the GEMM, then an iris::ccl reduce_scatter.
+// rank's rows, and workgroup-specialized the same GEMM and reducer in one launch;
+// bulk-synchronous is the GEMM, then an iris::ccl reduce_scatter.
 #include "iris/ops/gemm_reduce_scatter.hpp"
 
 #include <cuda_bf16.h>
@@ -29,6 +30,8 @@ std::string_view to_string(ReduceScatterPattern pattern) noexcept {
       return "fused_sequential";
     case ReduceScatterPattern::kProducerConsumer:
       return "producer_consumer";
+    case ReduceScatterPattern::kWorkgroupSpecialized:
+      return "workgroup_specialized";
   }
   return "?";
 }
@@ -43,19 +46,21 @@ struct ReduceScatterState {
   iris::team team{};
   int me = 0;
   ReduceScatterPattern pattern = ReduceScatterPattern::kAuto;
-  std::unique_ptr<GemmRunner> gemm;
+  std::unique_ptr<GemmRunner> gemm;               // bulk-synchronous and fused
   std::unique_ptr<iris::ccl::Communicator> comm;  // bulk-synchronous only
   // This rank's rows of C (rows = M / team.size) and the partials of them that every member
   // sent: member q's at slot q.
   SlotGrid<RsElement> grid{};
-  // M x N: the slots (fused) or this rank's partial product (bulk, producer-consumer).
+  // M x N: the slots (fused) or this rank's partial product (the other patterns).
   Buffer<RsElement> partials;
-  // Fused: SlotFlags over team.size sources and this block's tiles; producer-consumer:
-  // PullFlags over the tiles of the whole partial product.
+  // Fused: SlotFlags over team.size sources and this block's tiles; producer-consumer and
+  // workgroup-specialized: PullFlags over the tiles of the whole partial product.
   Buffer<std::uint64_t> flags;
   int reduce_blocks = 0;
   TraceBuffer trace{};
-  PullReduction<RsElement> pull;  // producer-consumer: this rank's rows of the partials' sum
+  // Producer-consumer and workgroup-specialized: this rank's GEMM and the reducer of its rows
+  // of the partials' sum.
+  PullReduction<RsElement> pull;
 
   SlotFlags slot_flags() const { return {flags.data(), team.size, grid.tiles}; }
 };
@@ -88,8 +93,9 @@ Status GemmReduceScatter::can_implement(const Context& ctx,
     return Status::failure("M = " + std::to_string(args.m) + " does not split into " +
                            std::to_string(team.size) +
                            " equal row blocks; M must be a multiple of the team size");
-  // Producer-consumer takes any such M: its reducer sums only this rank's rows of a tile that
-  // also holds another member's, so, as bulk-synchronous, it needs no whole tiles per block.
+  // Producer-consumer and workgroup-specialized take any such M: their reducer sums only this
+  // rank's rows of a tile that also holds another member's, so, as bulk-synchronous, they need
+  // no whole tiles per block.
   const int rows = args.m / team.size;
   const auto pattern = detail::resolve_pattern(args.pattern, rows);
   if (pattern == ReduceScatterPattern::kFusedSequential && rows % detail::store_tile_m() != 0)
@@ -124,25 +130,27 @@ void GemmReduceScatter::initialize(const GemmReduceScatterArguments& args, void*
   s.trace = args.trace != nullptr ? args.trace->device() : detail::TraceBuffer{};
   const int rows = args.m / s.team.size;
   s.pattern = detail::resolve_pattern(args.pattern, rows);
+  auto* c = static_cast<detail::RsElement*>(args.c);
+
+  // Symmetric allocations are collective: every member makes the same ones in the same order.
+  detail::ensure_zeros(ctx, s.partials, std::size_t(args.m) * args.n);
+  const GemmArguments g = detail::partial_gemm(args, s.partials.data());
+  s.gemm = {};
+  if (detail::pulls(s.pattern)) {
+    // Every member's partial tile t raises ready[t] on that member only; this rank's reducer
+    // pulls the tiles that hold its rows from every member.
+    s.pull.initialize(ctx, s.team, detail::pull_launch(s.pattern), g, s.flags, c, s.me * rows,
+                      (s.me + 1) * rows, args.reduce_blocks, s.trace, workspace, stream);
+    s.grid = detail::slot_grid<detail::RsElement>(
+        s.partials.data(), c, rows, args.n,
+        detail::TileCount::of(rows, args.n, s.pull.grid.tile_m, s.pull.grid.tile_n));
+    return;
+  }
   s.gemm = s.pattern == ReduceScatterPattern::kBulkSynchronous
                ? detail::make_gemm(DType::kBF16, DType::kBF16)
                : detail::make_tile_store_gemm_bf16();
   const auto count = detail::TileCount::of(rows, args.n, s.gemm->tile_m(), s.gemm->tile_n());
-
-  // Symmetric allocations are collective: every member makes the same ones in the same order.
-  detail::ensure_zeros(ctx, s.partials, std::size_t(args.m) * args.n);
-  s.grid = detail::slot_grid<detail::RsElement>(
-      s.partials.data(), static_cast<detail::RsElement*>(args.c), rows, args.n, count);
-
-  const GemmArguments g = detail::partial_gemm(args, s.partials.data());
-  if (s.pattern == ReduceScatterPattern::kProducerConsumer) {
-    // Every member's partial tile t raises ready[t] on that member only; this rank's reducer
-    // pulls the tiles that hold its rows from every member.
-    s.pull.initialize(ctx, s.team, *s.gemm, g, s.flags, static_cast<detail::RsElement*>(args.c),
-                      s.me * rows, (s.me + 1) * rows, args.reduce_blocks, s.trace, workspace,
-                      stream);
-    return;
-  }
+  s.grid = detail::slot_grid<detail::RsElement>(s.partials.data(), c, rows, args.n, count);
   detail::ensure_zeros(ctx, s.flags, detail::SlotFlags::count(s.team.size, count.tiles));
   if (s.pattern == ReduceScatterPattern::kBulkSynchronous) {
     detail::ensure_communicator(ctx, s.comm, s.team, iris::ccl::CommunicatorOptions{});
@@ -160,7 +168,7 @@ void GemmReduceScatter::initialize(const GemmReduceScatterArguments& args, void*
 
 void GemmReduceScatter::run(cudaStream_t stream) {
   auto& s = *state_;
-  if (!s.gemm)
+  if (!s.gemm && !s.pull.bound())
     throw Error(Errc::kInvalidArgument, "iris::ops::GemmReduceScatter::run before initialize");
   const auto& a = s.args;
   if (s.pattern == ReduceScatterPattern::kBulkSynchronous) {
@@ -170,8 +178,8 @@ void GemmReduceScatter::run(cudaStream_t stream) {
                            stream);
     return;
   }
-  if (s.pattern == ReduceScatterPattern::kProducerConsumer) {
-    s.pull.run(s.ctx->device(), s.team, s.me, *s.gemm, stream);
+  if (detail::pulls(s.pattern)) {
+    s.pull.run(s.ctx->device(), s.team, s.me, stream);
     return;
   }
   detail::run_slot_reduction(s.ctx->device(), s.team, s.me, s.grid, s.slot_flags(), s.reduce_blocks,
@@ -183,8 +191,7 @@ ReduceScatterPattern GemmReduceScatter::pattern() const {
 }
 const std::uint64_t* GemmReduceScatter::tile_flags() const {
   const auto& s = *state_;
-  return s.pattern == ReduceScatterPattern::kProducerConsumer ? s.pull.flags.ready()
-                                                              : s.slot_flags().arrivals();
+  return detail::pulls(s.pattern) ? s.pull.flags.ready() : s.slot_flags().arrivals();
 }
 int GemmReduceScatter::tiles_per_block() const {
   return state_->grid.tiles;

@@ -272,9 +272,12 @@ TEST(RowParallelPatterns, HaveTheirNames) {
   EXPECT_EQ(iris::ops::to_string(ReduceScatterPattern::kBulkSynchronous), "bulk_synchronous");
   EXPECT_EQ(iris::ops::to_string(ReduceScatterPattern::kFusedSequential), "fused_sequential");
   EXPECT_EQ(iris::ops::to_string(ReduceScatterPattern::kProducerConsumer), "producer_consumer");
+  EXPECT_EQ(iris::ops::to_string(ReduceScatterPattern::kWorkgroupSpecialized),
+            "workgroup_specialized");
   EXPECT_EQ(iris::ops::to_string(AllReducePattern::kOneShot), "one_shot");
   EXPECT_EQ(iris::ops::to_string(AllReducePattern::kTwoShot), "two_shot");
   EXPECT_EQ(iris::ops::to_string(AllReducePattern::kProducerConsumer), "producer_consumer");
+  EXPECT_EQ(iris::ops::to_string(AllReducePattern::kWorkgroupSpecialized), "workgroup_specialized");
 }
 
 }  // namespace

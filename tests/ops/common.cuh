@@ -1,6 +1,7 @@
 // Shared by the iris::ops multi-rank tests (with ops/can_implement.hpp): the GEMM ops' operand
 // data (small integers, so that every product and sum is exact in bf16, or values whose sums
-// round), their fills and arguments, the element check of C against a host reference, hashes
+// round), their fills and arguments, the row-parallel ops' shared refusals, the element check of
+// C against a host reference, hashes
 // members compare, run copies, graph replays, arrival flags, trace counts, the norm ops' 16-bit
 // and fp8 helpers, and the teams smaller than the world. The Context is mp/common.cuh's.
 #pragma once
@@ -180,6 +181,21 @@ void initialize_checked(iris::Context& ctx, Op& op, const Args& args) {
   op.initialize(args);
   EXPECT_NE(op.pattern(), Pattern::kAuto);
   if (args.pattern != Pattern::kAuto) EXPECT_EQ(op.pattern(), args.pattern);
+}
+
+/// What the row-parallel ops (GemmReduceScatter, GemmAllReduce) refuse in every pattern, with
+/// args.pattern as given: a negative reduce_blocks and a bad K, with their sentences; initialize()
+/// throws on the bad K, and run() before any initialize() throws. Local: no collective call.
+template <class Op, class Args>
+void expect_row_parallel_refusals(iris::Context& ctx, Args args) {
+  args.reduce_blocks = -1;
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "reduce_blocks"));
+  args.reduce_blocks = 0;
+  args.k = 60;
+  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "K = 60"));
+  Op op(ctx);
+  EXPECT_THROW(op.initialize(args), iris::Error);
+  EXPECT_THROW(op.run(), iris::Error);  // never initialized
 }
 
 /// Every element of this rank's C (bf16 or fp16) equals the reference; the first wrong one is

@@ -4,9 +4,9 @@
 // stream with the operands refreshed before each (another seed each run, one rank late each
 // time), so a run must add this run's partials of every member and no member may overwrite a
 // slot or partial another still reads; runs are replayed from a CUDA graph into a cleared C; the
-// one-shot arrival flags and producer-consumer's per-tile flags must count exactly the runs. On
-// data whose sums round, the four patterns must agree bit for bit, on every member and on
-// repeated runs.
+// one-shot arrival flags and the per-tile flags of producer-consumer and workgroup-specialized
+// must count exactly the runs. On data whose sums round, the five patterns must agree bit for
+// bit, on every member and on repeated runs.
 #include <cuda_bf16.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -99,7 +99,8 @@ void run_pattern(AllReducePattern pattern, const Problem& p, iris::team team = {
     EXPECT_EQ(op.tiles(),
               ((p.m + op.tile_m() - 1) / op.tile_m()) * ((p.n + op.tile_n() - 1) / op.tile_n()));
     expect_flags(op.tile_flags(), std::size_t(team.size) * op.tiles(), kRuns + kReplays);
-  } else if (op.pattern() == AllReducePattern::kProducerConsumer) {
+  } else if (op.pattern() == AllReducePattern::kProducerConsumer ||
+             op.pattern() == AllReducePattern::kWorkgroupSpecialized) {
     // This rank's GEMM stored each tile of its partial product once per run.
     EXPECT_EQ(op.tiles(),
               ((p.m + op.tile_m() - 1) / op.tile_m()) * ((p.n + op.tile_n() - 1) / op.tile_n()));
@@ -142,13 +143,26 @@ TEST(GemmAllReduce, OneShot) {
   run_pattern(AllReducePattern::kOneShot, larger(world));
 }
 
-// One-shot pull: any M; one reducer block takes every tile in turn.
-TEST(GemmAllReduce, ProducerConsumer) {
+// One-shot pull, beside the GEMM or in its launch: any M; one reducer block (one cluster of two,
+// workgroup-specialized) takes every tile in turn.
+void run_pulling(AllReducePattern pattern) {
   const int world = context().world_size();
-  run_pattern(AllReducePattern::kProducerConsumer, ragged(world));
-  run_pattern(AllReducePattern::kProducerConsumer, aligned(world));
-  run_pattern(AllReducePattern::kProducerConsumer, larger(world));
-  run_pattern(AllReducePattern::kProducerConsumer, ragged(world), {0, 0, 1}, 1);
+  run_pattern(pattern, ragged(world));
+  run_pattern(pattern, aligned(world));
+  run_pattern(pattern, larger(world));
+  run_pattern(pattern, ragged(world), {0, 0, 1}, 1);
+}
+
+TEST(GemmAllReduce, ProducerConsumer) {
+  run_pulling(AllReducePattern::kProducerConsumer);
+}
+
+// And reducer blocks asked past the launch's budget: cut to the budget less one cluster, the
+// GEMM keeps one cluster (a grid that could not be resident at once could deadlock).
+TEST(GemmAllReduce, WorkgroupSpecialized) {
+  run_pulling(AllReducePattern::kWorkgroupSpecialized);
+  run_pattern(AllReducePattern::kWorkgroupSpecialized, ragged(context().world_size()), {0, 0, 1},
+              100000);
 }
 
 TEST(GemmAllReduce, TwoShot) {
@@ -169,6 +183,7 @@ TEST(GemmAllReduce, HalvesOfTheWorld) {
   run_pattern(AllReducePattern::kTwoShot, p, team);
   run_pattern(AllReducePattern::kBulkSynchronous, p, team);
   run_pattern(AllReducePattern::kProducerConsumer, p, team);
+  run_pattern(AllReducePattern::kWorkgroupSpecialized, p, team);
 }
 
 TEST(GemmAllReduce, AutoFollowsItsRule) {
@@ -203,7 +218,7 @@ TEST(GemmAllReduce, AutoFollowsItsRule) {
 }
 
 // Rounding data: every pattern rounds each partial to bf16 once and adds the members in fp32 in
-// team order, so all four agree bit for bit, on every member and run after run.
+// team order, so all five agree bit for bit, on every member and run after run.
 TEST(GemmAllReduce, PatternsAgreeWhereSumsRound) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -212,8 +227,9 @@ TEST(GemmAllReduce, PatternsAgreeWhereSumsRound) {
   const Operands x(p, ctx.rank(), true);
   const std::size_t count = std::size_t(p.m) * p.n;
   std::vector<std::vector<__nv_bfloat16>> results;
-  for (auto pattern : {AllReducePattern::kOneShot, AllReducePattern::kTwoShot,
-                       AllReducePattern::kBulkSynchronous, AllReducePattern::kProducerConsumer}) {
+  for (auto pattern :
+       {AllReducePattern::kOneShot, AllReducePattern::kTwoShot, AllReducePattern::kBulkSynchronous,
+        AllReducePattern::kProducerConsumer, AllReducePattern::kWorkgroupSpecialized}) {
     auto c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
     iris::ops::GemmAllReduce op(ctx);
     op.initialize(arguments(p, x, c.data(), pattern));
@@ -239,7 +255,7 @@ TEST(GemmAllReduce, PatternsAgreeWhereSumsRound) {
 }
 
 // Tracing a pattern's tile-store GEMM: every tile of C has its gemm_tile, store and signal
-// events per run (producer-consumer stores them here only).
+// events per run (producer-consumer and workgroup-specialized store them here only).
 void expect_traced(AllReducePattern pattern, const Problem& p) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -267,6 +283,10 @@ TEST(GemmAllReduce, TraceOfProducerConsumer) {
   expect_traced(AllReducePattern::kProducerConsumer, ragged(context().world_size()));
 }
 
+TEST(GemmAllReduce, TraceOfWorkgroupSpecialized) {
+  expect_traced(AllReducePattern::kWorkgroupSpecialized, ragged(context().world_size()));
+}
+
 TEST(GemmAllReduce, CanImplementRefusesWhatItCannotRun) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -284,8 +304,9 @@ TEST(GemmAllReduce, CanImplementRefusesWhatItCannotRun) {
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "multiple of 128"));
   args.m = 128 * world + 1;  // rows do not split at all
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "two-shot"));
-  for (auto pattern : {AllReducePattern::kOneShot, AllReducePattern::kBulkSynchronous,
-                       AllReducePattern::kProducerConsumer}) {
+  for (auto pattern :
+       {AllReducePattern::kOneShot, AllReducePattern::kBulkSynchronous,
+        AllReducePattern::kProducerConsumer, AllReducePattern::kWorkgroupSpecialized}) {
     args.pattern = pattern;
     EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
   }
@@ -307,6 +328,13 @@ TEST(GemmAllReduce, CanImplementRefusesWhatItCannotRun) {
   args.reduce_blocks = -1;
   EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "reduce_blocks"));
   args.reduce_blocks = 0;
+  // The pulling patterns refuse what the others refuse.
+  for (auto pattern :
+       {AllReducePattern::kProducerConsumer, AllReducePattern::kWorkgroupSpecialized}) {
+    SCOPED_TRACE(std::string(iris::ops::to_string(pattern)));
+    args.pattern = pattern;
+    expect_row_parallel_refusals<Op>(ctx, args);
+  }
   Op op(ctx);
   args.k = 60;
   EXPECT_THROW(op.initialize(args), iris::Error);

@@ -4,9 +4,10 @@
 // other on the stream with the operands refreshed before each (another seed each run, one rank
 // late each time), so a run must add this run's partials of every member and no member may
 // overwrite a partial another still reads; runs are replayed from a CUDA graph into a cleared C,
-// and the fused pattern's per-(tile, source) arrival flags and producer-consumer's per-tile flags
-// must count exactly the runs. On data whose sums round, the patterns must agree value for value
-// (fused and producer-consumer bit for bit) and repeated runs bit for bit.
+// and the fused pattern's per-(tile, source) arrival flags and the per-tile flags of
+// producer-consumer and workgroup-specialized must count exactly the runs. On data whose sums
+// round, the patterns must agree value for value (fused, producer-consumer and
+// workgroup-specialized bit for bit) and repeated runs bit for bit.
 #include <cuda_bf16.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -46,7 +47,8 @@ iris::ops::GemmReduceScatterArguments arguments(const Problem& p, const Operands
   return gemm_arguments<iris::ops::GemmReduceScatterArguments>(p, x.a, x.b, c, pattern);
 }
 
-/// Tiles of the whole M x N partial product: producer-consumer's flags, and the traced events.
+/// Tiles of the whole M x N partial product: the flags of producer-consumer and
+/// workgroup-specialized, and the traced events.
 int partial_tiles(const Problem& p, const iris::ops::GemmReduceScatter& op) {
   return ((p.m + op.tile_m() - 1) / op.tile_m()) * op.tiles_n();
 }
@@ -96,7 +98,8 @@ void run_pattern(ReduceScatterPattern pattern, const Problem& p, int reduce_bloc
     EXPECT_EQ(op.tiles_per_block(),
               (p.m / world / op.tile_m()) * ((p.n + op.tile_n() - 1) / op.tile_n()));
     expect_flags(op.tile_flags(), std::size_t(world) * op.tiles_per_block(), kRuns + kReplays);
-  } else if (op.pattern() == ReduceScatterPattern::kProducerConsumer) {
+  } else if (op.pattern() == ReduceScatterPattern::kProducerConsumer ||
+             op.pattern() == ReduceScatterPattern::kWorkgroupSpecialized) {
     // This rank's GEMM stored each tile of its whole partial product once per run.
     EXPECT_EQ(op.tiles_n(), (p.n + op.tile_n() - 1) / op.tile_n());
     expect_flags(op.tile_flags(), std::size_t(partial_tiles(p, op)), kRuns + kReplays);
@@ -131,14 +134,27 @@ TEST(GemmReduceScatter, FusedSequential) {
   run_pattern(ReduceScatterPattern::kFusedSequential, larger(world));
 }
 
-// Producer-consumer takes any M that splits into the team's row blocks (a tile may hold rows of
-// two members: each reducer sums only its own); one reducer block takes every tile in turn.
-TEST(GemmReduceScatter, ProducerConsumer) {
+// Producer-consumer and workgroup-specialized take any M that splits into the team's row blocks
+// (a tile may hold rows of two members: each reducer sums only its own); one reducer block (one
+// cluster of two, workgroup-specialized) takes every tile in turn.
+void run_pulling(ReduceScatterPattern pattern) {
   const int world = context().world_size();
-  run_pattern(ReduceScatterPattern::kProducerConsumer, unaligned(world));
-  run_pattern(ReduceScatterPattern::kProducerConsumer, aligned(world));
-  run_pattern(ReduceScatterPattern::kProducerConsumer, larger(world));
-  run_pattern(ReduceScatterPattern::kProducerConsumer, unaligned(world), 1);
+  run_pattern(pattern, unaligned(world));
+  run_pattern(pattern, aligned(world));
+  run_pattern(pattern, larger(world));
+  run_pattern(pattern, unaligned(world), 1);
+}
+
+TEST(GemmReduceScatter, ProducerConsumer) {
+  run_pulling(ReduceScatterPattern::kProducerConsumer);
+}
+
+// And reducer blocks asked past the launch's budget: cut to the budget less one cluster, the
+// GEMM keeps one cluster (a grid that could not be resident at once could deadlock).
+TEST(GemmReduceScatter, WorkgroupSpecialized) {
+  run_pulling(ReduceScatterPattern::kWorkgroupSpecialized);
+  run_pattern(ReduceScatterPattern::kWorkgroupSpecialized, unaligned(context().world_size()),
+              100000);
 }
 
 TEST(GemmReduceScatter, AutoPicksByRowBlocks) {
@@ -157,8 +173,8 @@ TEST(GemmReduceScatter, AutoPicksByRowBlocks) {
 }
 
 // Rounding data: every pattern rounds each partial to bf16 once and adds the members in fp32 in
-// team order, so they agree value for value (fused and producer-consumer share the reduction's
-// arithmetic: bit for bit); repeated runs agree bit for bit.
+// team order, so they agree value for value (fused, producer-consumer and workgroup-specialized
+// share the reduction's arithmetic: bit for bit); repeated runs agree bit for bit.
 TEST(GemmReduceScatter, PatternsAgreeWhereSumsRound) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -168,18 +184,23 @@ TEST(GemmReduceScatter, PatternsAgreeWhereSumsRound) {
   auto fused_c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
   auto bulk_c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
   auto pulled_c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
-  iris::ops::GemmReduceScatter fused(ctx), bulk(ctx), pulled(ctx);
+  auto specialized_c = ctx.zeros<__nv_bfloat16>(iris::Shape(count));
+  iris::ops::GemmReduceScatter fused(ctx), bulk(ctx), pulled(ctx), specialized(ctx);
   fused.initialize(arguments(p, x, fused_c.data(), ReduceScatterPattern::kFusedSequential));
   bulk.initialize(arguments(p, x, bulk_c.data(), ReduceScatterPattern::kBulkSynchronous));
   pulled.initialize(arguments(p, x, pulled_c.data(), ReduceScatterPattern::kProducerConsumer));
+  specialized.initialize(
+      arguments(p, x, specialized_c.data(), ReduceScatterPattern::kWorkgroupSpecialized));
   fused.run();
   bulk.run();
   pulled.run();
+  specialized.run();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ctx.check_device_errors();
   const auto first = fused_c.to_host();
   const auto from_bulk = bulk_c.to_host();
   const auto from_pulled = pulled_c.to_host();
+  const auto from_specialized = specialized_c.to_host();
   std::size_t differ = 0, nonzero = 0;
   for (std::size_t i = 0; i < count; ++i) {
     differ += __bfloat162float(first[i]) != __bfloat162float(from_bulk[i]);
@@ -189,20 +210,27 @@ TEST(GemmReduceScatter, PatternsAgreeWhereSumsRound) {
   EXPECT_GT(nonzero, count / 2) << "the data should give mostly non-zero sums";
   EXPECT_EQ(std::memcmp(first.data(), from_pulled.data(), count * sizeof(__nv_bfloat16)), 0)
       << "rank " << ctx.rank() << ": fused and producer-consumer differ";
+  EXPECT_EQ(std::memcmp(first.data(), from_specialized.data(), count * sizeof(__nv_bfloat16)), 0)
+      << "rank " << ctx.rank() << ": fused and workgroup-specialized differ";
   for (int r = 0; r < 3; ++r) {
     fused.run();
     pulled.run();
+    specialized.run();
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(std::memcmp(first.data(), fused_c.to_host().data(), count * sizeof(__nv_bfloat16)), 0)
       << "rank " << ctx.rank() << ": repeated fused runs differ";
   EXPECT_EQ(std::memcmp(first.data(), pulled_c.to_host().data(), count * sizeof(__nv_bfloat16)), 0)
       << "rank " << ctx.rank() << ": repeated producer-consumer runs differ";
+  EXPECT_EQ(
+      std::memcmp(first.data(), specialized_c.to_host().data(), count * sizeof(__nv_bfloat16)), 0)
+      << "rank " << ctx.rank() << ": repeated workgroup-specialized runs differ";
   ctx.barrier();
 }
 
 // Tracing a pattern's tile-store GEMM: every tile of the whole partial product has its
-// gemm_tile, store and signal events per run (producer-consumer stores them here only).
+// gemm_tile, store and signal events per run (producer-consumer and workgroup-specialized store
+// them here only).
 void expect_traced(ReduceScatterPattern pattern, const Problem& p) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -231,6 +259,10 @@ TEST(GemmReduceScatter, TraceOfProducerConsumer) {
   expect_traced(ReduceScatterPattern::kProducerConsumer, unaligned(context().world_size()));
 }
 
+TEST(GemmReduceScatter, TraceOfWorkgroupSpecialized) {
+  expect_traced(ReduceScatterPattern::kWorkgroupSpecialized, unaligned(context().world_size()));
+}
+
 TEST(GemmReduceScatter, CanImplementRefusesWhatItCannotRun) {
   iris::Context& ctx = context();
   const int world = ctx.world_size();
@@ -251,10 +283,18 @@ TEST(GemmReduceScatter, CanImplementRefusesWhatItCannotRun) {
   EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
   args.pattern = ReduceScatterPattern::kBulkSynchronous;
   EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
-  args.pattern = ReduceScatterPattern::kProducerConsumer;  // sums only its rows of a tile
-  EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
-  args.m = 128 * world + 1;
-  EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "must be a multiple of the team size"));
+  // The pulling patterns sum only their rows of a tile; they refuse what the others refuse.
+  for (auto pattern :
+       {ReduceScatterPattern::kProducerConsumer, ReduceScatterPattern::kWorkgroupSpecialized}) {
+    SCOPED_TRACE(std::string(iris::ops::to_string(pattern)));
+    args.pattern = pattern;
+    args.m = 64 * world;
+    EXPECT_TRUE(accepts(Op::can_implement(ctx, args)));
+    args.m = 128 * world + 1;
+    EXPECT_TRUE(refuses(Op::can_implement(ctx, args), "must be a multiple of the team size"));
+    args.m = 128 * world;
+    expect_row_parallel_refusals<Op>(ctx, args);
+  }
   args.pattern = ReduceScatterPattern::kBulkSynchronous;
   args.m = 128 * world;
   args.k = 60;

@@ -30,10 +30,25 @@
 //                      pulls the members' partial tiles, adding them in team order into c (a
 //                      one-shot pull: each rank reads W - 1 copies of the product; the epilogue
 //                      sends nothing)
+//   workgroup-specialized  producer-consumer's GEMM and reducer in one persistent launch: its
+//                      first blocks run the GEMM (tiles stored locally, own flag per tile), the
+//                      others run the reducer's loop over every tile of C; no second stream
 //
 //          one-shot, rank 0                        rank 1
 //        partial tile t --> slot[0] here and on 1  partial tile t --> slot[1] here and on 0
 //        c = slot[0] + slot[1] (every tile)        c = slot[0] + slot[1] (every tile)
+//
+//     workgroup-specialized, rank r's one launch:
+//        blocks [0, G)      GEMM tiles -> partials_r, ready_r[t] += 1  (never wait)
+//        blocks [G, G + S)  for every tile t of C: wait ready_q[t] for every member q,
+//                           c[t] = partials_0[t] + ... + partials_{W-1}[t]   (pulled)
+//
+//   The workgroup-specialized block split: the blocks of the kernel that the GPU holds at once,
+//   divided among the ranks sharing it (whole 2-block clusters), make this rank's budget; the
+//   reducer takes reduce_blocks rounded up to whole clusters, at most the budget less one
+//   cluster (0: about 16 SMs' worth of a whole GPU, at least one cluster, at most half), the
+//   GEMM the rest. So the grids of all ranks on the GPU are resident at once: no GEMM block
+//   waits for an SM held by reducer blocks that spin on the members' GEMMs.
 //
 // Numbers: partial products are rounded to bf16 once (the GEMM's output type, as a GEMM followed
 // by a bf16 all-reduce does); the members' partials are added in fp32 in team order and rounded
@@ -41,8 +56,9 @@
 // bits.
 //
 // Completion: when run() completes on `stream`, all of C is in this rank's c. A run does not
-// start storing partials before every member has finished reading the previous run's (one-shot
-// and producer-consumer: each member says so with a flag when its reduction ends; two-shot:
+// start storing partials before every member has finished reading the previous run's (one-shot,
+// producer-consumer and workgroup-specialized: each member says so with a flag when its
+// reduction ends; two-shot:
 // GemmReduceScatter's protocol, and the all_gather's exit exchange), so runs may follow each
 // other, and graph replays of run(), without any host synchronisation.
 //
@@ -73,16 +89,20 @@ enum class AllReducePattern {
   /// at most 32 MiB (latency-bound sizes, and any size for W = 2, where both fused forms send
   /// the same bytes), else two-shot when M / W is whole 128-row tiles, else bulk-synchronous
   /// (a rule from byte counts, not yet measured on several GPUs: docs/ops.md); never
-  /// producer-consumer (not measured yet)
+  /// producer-consumer or workgroup-specialized (not measured yet)
   kAuto,
   kBulkSynchronous,  ///< GEMM into a symmetric buffer, then iris::ccl all_reduce
   kOneShot,  ///< the epilogue stores each tile to every member; each member reduces all tiles
   kTwoShot,  ///< GemmReduceScatter's fused route, then iris::ccl all_gather of the row blocks
   /// The GEMM stores its partial locally; a reducer beside it pulls and sums every tile of C.
   kProducerConsumer,
+  /// Producer-consumer's GEMM and reducer as the two roles of one launch's blocks; the same
+  /// flags, reuse protocol, completion and bits.
+  kWorkgroupSpecialized,
 };
 
-/// "auto", "bulk_synchronous", "one_shot", "two_shot", "producer_consumer".
+/// "auto", "bulk_synchronous", "one_shot", "two_shot", "producer_consumer",
+/// "workgroup_specialized".
 std::string_view to_string(AllReducePattern pattern) noexcept;
 
 struct GemmAllReduceArguments {
@@ -102,9 +122,13 @@ struct GemmAllReduceArguments {
   /// SMs for the members' GEMMs). Producer-consumer: blocks of the reducer, which runs beside
   /// this rank's GEMM (0: 16 divided among the ranks sharing the GPU; at most what leaves the
   /// GEMMs SMs); the GEMM takes the SMs that the reducers of every rank on the GPU leave.
+  /// Workgroup-specialized: the launch's reducer blocks, rounded up to whole clusters and at
+  /// most this rank's budget less one cluster (0: the default above the enum); the GEMM blocks
+  /// take the rest of the budget.
   int reduce_blocks = 0;
-  /// Tracing (iris/ops/trace.hpp): the one-shot, two-shot and producer-consumer GEMMs' per-tile
-  /// events (tile indices in the whole of C); null: off. The bulk-synchronous GEMM records none.
+  /// Tracing (iris/ops/trace.hpp): the one-shot, two-shot, producer-consumer and
+  /// workgroup-specialized GEMMs' per-tile events (tile indices in the whole of C); null: off.
+  /// The bulk-synchronous GEMM records none.
   Tracer* trace = nullptr;
 };
 
@@ -123,8 +147,8 @@ class GemmAllReduce {
   static Status can_implement(const Context& ctx, const GemmAllReduceArguments& args);
 
   /// Device bytes initialize() needs as `workspace` (0: the op's symmetric workspace comes from
-  /// the heap in initialize(): M x N bf16 partials for bulk-synchronous, two-shot and
-  /// producer-consumer, W x M x N for one-shot, and the flags).
+  /// the heap in initialize(): M x N bf16 partials for bulk-synchronous, two-shot,
+  /// producer-consumer and workgroup-specialized, W x M x N for one-shot, and the flags).
   static std::size_t workspace_size(const GemmAllReduceArguments& args);
 
   /// The pattern kAuto resolves to for these arguments on this team (never kAuto).
@@ -143,9 +167,10 @@ class GemmAllReduce {
   AllReducePattern pattern() const;
   /// One-shot: this rank's arrival counters, tile (i, j) of C from member q at
   /// tile_flags()[q * tiles() + i * tiles_n() + j]; two-shot: GemmReduceScatter's
-  /// (GemmReduceScatter::tile_flags(), tiles of this rank's rows); producer-consumer: the
-  /// counters of this rank's own GEMM, tile (i, j) of its M x N partial product at
-  /// tile_flags()[i * tiles_n() + j] (the members' reducers read them); bulk-synchronous: null.
+  /// (GemmReduceScatter::tile_flags(), tiles of this rank's rows); producer-consumer and
+  /// workgroup-specialized: the counters of this rank's own GEMM, tile (i, j) of its M x N
+  /// partial product at tile_flags()[i * tiles_n() + j] (the members' reducers read them);
+  /// bulk-synchronous: null.
   const std::uint64_t* tile_flags() const;
   /// Tiles per source in tile_flags().
   int tiles() const;

@@ -24,6 +24,9 @@
 //                      stream, beside the GEMM, waits per tile of this rank's rows for every
 //                      member's flag and pulls the members' partial tiles, adding them in team
 //                      order (the epilogue sends nothing; the reducer's loads do)
+//   workgroup-specialized  producer-consumer's GEMM and reducer in one persistent launch: its
+//                      first blocks run the GEMM (tiles stored locally, own flag per tile), the
+//                      others run the reducer's loop over this rank's rows; no second stream
 //
 //          rank 0 (rows 0..M/2)           rank 1 (rows M/2..M)
 //        partial tile of rows 1  ----->  slot[0]        slot[q]: member q's partial rows,
@@ -33,15 +36,28 @@
 //     producer-consumer:  partials_0 (M x N, rank 0)     partials_1 (M x N, rank 1)
 //        rank 0's reducer pulls rows 0..M/2 of both      rank 1's pulls rows M/2..M of both
 //
+//     workgroup-specialized, rank r's one launch:
+//        blocks [0, G)      GEMM tiles -> partials_r, ready_r[t] += 1  (never wait)
+//        blocks [G, G + S)  for t in my rows' tiles: wait ready_q[t] for every member q,
+//                           c[t] = partials_0[t] + ... + partials_{W-1}[t]   (pulled)
+//
+//   The workgroup-specialized block split: the blocks of the kernel that the GPU holds at once,
+//   divided among the ranks sharing it (whole 2-block clusters), make this rank's budget; the
+//   reducer takes reduce_blocks rounded up to whole clusters, at most the budget less one
+//   cluster (0: about 16 SMs' worth of a whole GPU, at least one cluster, at most half), the
+//   GEMM the rest. So the grids of all ranks on the GPU are resident at once: no GEMM block
+//   waits for an SM held by reducer blocks that spin on the members' GEMMs.
+//
 // Numbers: partial products are rounded to bf16 once (the GEMM's output type, as a GEMM followed
 // by a bf16 reduce-scatter does), the members' partials are added in fp32 in team order and
 // rounded once more, so every rank, run and pattern gets the same bits.
 //
-// Completion: when run() completes on `stream`, this rank's rows of C are in c. The fused and
-// producer-consumer patterns' per-tile flags (tile_flags()) count runs: after the k-th run on
-// this rank every flag is >= k. A run does not start writing partials before every member has
-// finished reading the previous run's (each says so with a flag when its reduction ends), so
-// runs may follow each other, and graph replays of run(), without any host synchronisation.
+// Completion: when run() completes on `stream`, this rank's rows of C are in c. The fused,
+// producer-consumer and workgroup-specialized patterns' per-tile flags (tile_flags()) count
+// runs: after the k-th run on this rank every flag is >= k. A run does not start writing
+// partials before every member has finished reading the previous run's (each says so with a
+// flag when its reduction ends), so runs may follow each other, and graph replays of run(),
+// without any host synchronisation.
 //
 // Contract: initialize() is collective over the world (same arguments and order on every member;
 // it allocates the workspace and flags from the symmetric heap, and the bulk-synchronous
@@ -66,15 +82,19 @@ namespace iris::ops {
 
 enum class ReduceScatterPattern {
   /// fused sequential when the row blocks are whole tiles, else bulk-synchronous (never
-  /// producer-consumer: not measured yet)
+  /// producer-consumer or workgroup-specialized: not measured yet)
   kAuto,
   kBulkSynchronous,  ///< GEMM into a symmetric buffer, then iris::ccl reduce_scatter
   kFusedSequential,  ///< the epilogue sends each tile to its rows' owner; a reduction kernel sums
   /// The GEMM stores its partial locally; a reducer beside it pulls and sums this rank's rows.
   kProducerConsumer,
+  /// Producer-consumer's GEMM and reducer as the two roles of one launch's blocks; the same
+  /// flags, reuse protocol, completion and bits.
+  kWorkgroupSpecialized,
 };
 
-/// "auto", "bulk_synchronous", "fused_sequential", "producer_consumer".
+/// "auto", "bulk_synchronous", "fused_sequential", "producer_consumer",
+/// "workgroup_specialized".
 std::string_view to_string(ReduceScatterPattern pattern) noexcept;
 
 struct GemmReduceScatterArguments {
@@ -95,9 +115,13 @@ struct GemmReduceScatterArguments {
   /// members' GEMMs). Producer-consumer: blocks of the reducer, which runs beside this rank's
   /// GEMM (0: 16 divided among the ranks sharing the GPU; at most what leaves the GEMMs SMs);
   /// the GEMM takes the SMs that the reducers of every rank on the GPU leave.
+  /// Workgroup-specialized: the launch's reducer blocks, rounded up to whole clusters and at
+  /// most this rank's budget less one cluster (0: the default above the enum); the GEMM blocks
+  /// take the rest of the budget.
   int reduce_blocks = 0;
-  /// Tracing (iris/ops/trace.hpp): the fused and producer-consumer GEMMs' per-tile events (tile
-  /// indices in the whole of C); null: off. The bulk-synchronous GEMM records none.
+  /// Tracing (iris/ops/trace.hpp): the fused, producer-consumer and workgroup-specialized GEMMs'
+  /// per-tile events (tile indices in the whole of C); null: off. The bulk-synchronous GEMM
+  /// records none.
   Tracer* trace = nullptr;
 };
 
@@ -131,10 +155,10 @@ class GemmReduceScatter {
   /// The pattern initialize() chose (never kAuto).
   ReduceScatterPattern pattern() const;
   /// Fused: this rank's arrival counters, tile (i, j) of its rows from member q at
-  /// tile_flags()[q * tiles_per_block() + i * tiles_n() + j]. Producer-consumer: the counters of
-  /// this rank's own GEMM, tile (i, j) of its whole M x N partial product at
-  /// tile_flags()[i * tiles_n() + j] (ceil(M / tile_m()) x tiles_n() of them; the members'
-  /// reducers read them). Bulk-synchronous: never raised.
+  /// tile_flags()[q * tiles_per_block() + i * tiles_n() + j]. Producer-consumer and
+  /// workgroup-specialized: the counters of this rank's own GEMM, tile (i, j) of its whole
+  /// M x N partial product at tile_flags()[i * tiles_n() + j] (ceil(M / tile_m()) x tiles_n()
+  /// of them; the members' reducers read them). Bulk-synchronous: never raised.
   const std::uint64_t* tile_flags() const;
   /// Tiles of this rank's M / team.size rows of C.
   int tiles_per_block() const;

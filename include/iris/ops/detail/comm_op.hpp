@@ -2,7 +2,8 @@
 // AllReduceRmsNorm, GemmAllReduceRmsNorm) set up alike: the team and this rank's place in it,
 // the GEMM of the op's operands, C's place in the symmetric heap, the tile grid of the flags,
 // the symmetric buffers and the communicator kept across initialize() calls, the GPU's SMs and
-// the ranks sharing it, and the second stream of the producer-consumer patterns.
+// the ranks sharing it, the second stream of the producer-consumer patterns and the block split
+// of the workgroup-specialized ones.
 // Not public; host only, needs no CUTLASS.
 #pragma once
 
@@ -166,6 +167,45 @@ inline ConcurrentSplit concurrent_split(const Context& ctx, int tiles, int asked
   const int most = std::max(1, (sms - 2) / sharing);
   const int blocks = std::max(1, std::min({tiles, most, asked ? asked : 16 / sharing}));
   return {std::max(2, sms - blocks * sharing), blocks};
+}
+
+/// The blocks of one workgroup-specialized launch (workgroup_specialized.hpp) that this rank may
+/// keep resident: the kernel's `resident` blocks on this GPU divided among the ranks sharing
+/// it, in whole clusters of `cluster` blocks, at least two clusters (one for each role).
+inline int workgroup_budget(const Context& ctx, int resident, int cluster) {
+  return std::max(2 * cluster, resident / ranks_per_gpu(ctx) / cluster * cluster);
+}
+
+/// How one workgroup-specialized launch's blocks are divided, in whole clusters, on a GPU of
+/// `sms` SMs. Side blocks: `asked_side` rounded up, else about 16 SMs' worth of a whole GPU's
+/// `budget` (16 * budget / sms rounded up, at least one cluster, at most half the budget). GEMM
+/// blocks: `asked_gemm` rounded down (at least one cluster), else the rest of the budget (at
+/// least one cluster). Asked counts may take the grid past the budget: side blocks that only
+/// wait for their own launch's GEMM blocks (lower indices, dispatched first) are delayed by
+/// that, not stopped.
+struct WorkgroupSplit {
+  int gemm_blocks = 0, side_blocks = 0;
+};
+inline WorkgroupSplit workgroup_split(int budget, int cluster, int sms, int asked_gemm,
+                                      int asked_side) {
+  const auto down = [cluster](int v) { return v / cluster * cluster; };
+  const auto up = [cluster](int v) { return (v + cluster - 1) / cluster * cluster; };
+  WorkgroupSplit split;
+  split.side_blocks = asked_side
+                          ? up(asked_side)
+                          : std::max(cluster, std::min(up(16 * budget / sms), down(budget / 2)));
+  split.gemm_blocks = asked_gemm ? std::max(cluster, down(asked_gemm))
+                                 : std::max(cluster, budget - split.side_blocks);
+  return split;
+}
+
+/// The split of a launch whose side blocks also wait for the members' GEMMs (the pull reducer
+/// of GemmReduceScatter and GemmAllReduce): `asked_side` is cut to the budget less one cluster
+/// and the GEMM takes the rest, so the grid stays within the budget. Then the grids of all ranks
+/// sharing the GPU are resident at once, and no GEMM block waits for an SM that a side block,
+/// spinning on another rank's GEMM, holds.
+inline WorkgroupSplit resident_workgroup_split(int budget, int cluster, int sms, int asked_side) {
+  return workgroup_split(budget, cluster, sms, 0, std::min(asked_side, budget - cluster));
 }
 
 /// A second stream of an op, forked from the caller's stream and joined back to it with events:

@@ -5,14 +5,19 @@
 // beside the GEMM, takes the tiles of the rows its rank produces and, for each, waits for every
 // member's flag of that tile (read through the heap), pulls the members' partial tiles and adds
 // them in team order (slot_reduce.cuh's sum). The GEMM's epilogue sends nothing over NVLink;
-// the reducer's loads do all the communication. Not public.
+// the reducer's loads do all the communication. The workgroup-specialized pattern runs the same
+// GEMM route and the same reducer loop (PullTiles) in one launch instead: GEMM blocks and
+// reducer blocks (workgroup_specialized.hpp), inside the same reuse protocol. Not public.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 
 #include "iris/ccl/detail/args.hpp"
 #include "iris/device/context.hpp"
@@ -25,6 +30,7 @@
 #include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
 #include "iris/ops/detail/slot_reduce.cuh"
+#include "iris/ops/detail/workgroup_specialized.hpp"
 
 namespace iris::ops::detail {
 
@@ -87,21 +93,35 @@ __device__ inline void await_partial(const iris::device::Context& ctx, const std
                                                                       iris::cmp::ge, target);
 }
 
-/// The reducer: one block per tile (grid-stride, in the order the tiles are numbered, which is
-/// about the order in which the GEMMs store them). Thread 0 waits until every member's flag of
-/// the tile has reached this run's number (*runs, counted before the fork), visiting the
-/// members from the one after this rank on, then the block syncs (what thread 0 acquired is
-/// visible to every thread) and pulls the members' partial tiles over the heap, a unit from
-/// each member in flight at once, adding them in team order.
+/// What one rank's reducer loop needs: a kernel argument (pull_partial_tiles) and the side role
+/// of the workgroup-specialized launch (workgroup_specialized.hpp), so trivially copyable.
+/// `ready` is this rank's address of the members' PullFlags::ready, `runs` this rank's run
+/// counter (PullFlags::runs), written before the loop's launch in stream order.
 template <class Element>
-__global__ void __launch_bounds__(kSlotReduceThreads)
-    pull_partial_tiles(const __grid_constant__ iris::device::Context ctx, iris::team team, int me,
-                       PullGrid<Element> grid, const std::uint64_t* ready,
-                       const std::uint64_t* runs) {
+struct PullTiles {
+  iris::device::Context ctx{};
+  iris::team team{};
+  int me = 0;  ///< this rank's index in `team`
+  PullGrid<Element> grid{};
+  const std::uint64_t* ready = nullptr;
+  const std::uint64_t* runs = nullptr;
+
+  /// Reducer block `reducer` of `reducers` takes tiles reducer, reducer + reducers, ... (in the
+  /// order the tiles are numbered, which is about the order in which the GEMMs store them).
+  /// Thread 0 waits until every member's flag of the tile has reached this run's number
+  /// (*runs), visiting the members from the one after this rank on, then the block syncs (what
+  /// thread 0 acquired is visible to every thread) and pulls the members' partial tiles over the
+  /// heap, a unit from each member in flight at once, adding them in team order. Every thread
+  /// of the block calls it, with any number of threads; it uses no shared memory.
+  __device__ void operator()(int reducer, int reducers) const;
+};
+
+template <class Element>
+__device__ void PullTiles<Element>::operator()(int reducer, int reducers) const {
   static_assert(sizeof(Element) == 2, "bf16 units of 8");
   const iris::block block{};
-  const std::uint64_t target = *runs;  // written before the fork, in stream order
-  for (int k = blockIdx.x; k < grid.tiles; k += gridDim.x) {
+  const std::uint64_t target = *runs;  // written before this launch, in stream order
+  for (int k = reducer; k < grid.tiles; k += reducers) {
     const int i = grid.first_tile_row + k / grid.tiles_n, j = k % grid.tiles_n;
     const int t = i * grid.tiles_n + j;  // in the whole of the partials (the flag's index)
     if (block.thread_rank() == 0)
@@ -124,6 +144,17 @@ __global__ void __launch_bounds__(kSlotReduceThreads)
   }
 }
 
+/// The producer-consumer reducer: one block per tile (grid-stride), on the side stream.
+template <class Element>
+__global__ void __launch_bounds__(kSlotReduceThreads)
+    pull_partial_tiles(const __grid_constant__ PullTiles<Element> pull) {
+  pull(static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+}
+
+/// The workgroup-specialized GEMM + pull kernel, bf16 -> bf16 (src/ops/gemm_pull_ws_bf16.cu):
+/// the tile-store GEMM on local_store's route and PullTiles as its side role, in one launch.
+std::unique_ptr<WorkgroupSpecializedGemm<PullTiles<__nv_bfloat16>>> make_gemm_and_pull_bf16();
+
 /// The tile-store route of the producer-consumer GEMM: each tile only to this rank, at its own
 /// place in D (the partials), raising ready[t] here (release, system scope).
 inline TileStore local_store(const iris::device::Context& ctx, const PullFlags& flags,
@@ -136,48 +167,113 @@ inline TileStore local_store(const iris::device::Context& ctx, const PullFlags& 
   return tiles;
 }
 
-/// The pattern's host side, as an op's state keeps it: the reducer's grid and blocks, the
-/// counters and the side stream.
+/// How the reducer runs beside this rank's GEMM.
+enum class PullLaunch {
+  /// Producer-consumer: the tile-store GEMM on the caller's stream, the reducer kernel
+  /// (pull_partial_tiles) on a second stream forked from it and joined back.
+  kSideStream,
+  /// Workgroup-specialized: one launch (make_gemm_and_pull_bf16) whose GEMM blocks store the
+  /// tiles and whose other blocks run the reducer's loop.
+  kWorkgroupSpecialized,
+};
+
+/// Whether an op's `pattern` (ReduceScatterPattern, AllReducePattern) is one of the two that pull
+/// the members' partials (PullReduction), and how that one launches.
+template <class Pattern>
+bool pulls(Pattern pattern) {
+  return pattern == Pattern::kProducerConsumer || pattern == Pattern::kWorkgroupSpecialized;
+}
+template <class Pattern>
+PullLaunch pull_launch(Pattern pattern) {
+  return pattern == Pattern::kWorkgroupSpecialized ? PullLaunch::kWorkgroupSpecialized
+                                                   : PullLaunch::kSideStream;
+}
+
+/// The pattern's host side, as an op's state keeps it: this rank's GEMM (the tile-store GEMM
+/// and the side stream, or the one workgroup-specialized launch), the reducer's grid and
+/// blocks, and the counters. bf16: the kernels compiled for it.
 template <class Element>
 struct PullReduction {
+  static_assert(std::is_same_v<Element, __nv_bfloat16>, "the pull's kernels are compiled for bf16");
   PullGrid<Element> grid{};
   PullFlags flags{};
-  int blocks = 0;
-  SideStream side;
+  int blocks = 0;                    ///< the reducer's
+  std::unique_ptr<GemmRunner> gemm;  ///< kSideStream: the tile-store GEMM
+  SideStream side;                   ///< kSideStream: the reducer's stream
+  std::unique_ptr<WorkgroupSpecializedGemm<PullTiles<Element>>> launch;  ///< kWorkgroupSpecialized
 
-  /// Binds `gemm` (the tile-store GEMM) to `partial`, the GEMM of this rank's partial product
-  /// into its symmetric M x N partials (partial.d), on local_store's route, and the reducer to
-  /// rows [row0, row1) of the members' sum into `out`. The counters come from `counters`,
-  /// (re)allocated zeroed: collective over the world, like every symmetric allocation.
-  void initialize(Context& ctx, const iris::team& team, GemmRunner& gemm,
+  /// Binds this rank's GEMM, `partial` (its partial product into its symmetric M x N partials,
+  /// partial.d), on local_store's route, and the reducer to rows [row0, row1) of the members'
+  /// sum into `out`, launched `how`. The counters come from `counters`, (re)allocated zeroed:
+  /// collective over the world, like every symmetric allocation. The reducer's blocks:
+  ///   kSideStream: concurrent_split (`asked_blocks` or few, the GEMM on the SMs they leave);
+  ///   kWorkgroupSpecialized: resident_workgroup_split within this rank's workgroup_budget
+  ///     (`asked_blocks` rounded up to whole clusters, at most the budget less one cluster, or
+  ///     the default; the GEMM the rest): the reducer blocks wait for the members' GEMMs, so
+  ///     the grids of all ranks sharing the GPU must be resident at once.
+  /// Throws iris::Error(kInvalidArgument) where CUTLASS rejects the problem.
+  void initialize(Context& ctx, const iris::team& team, PullLaunch how,
                   const GemmArguments& partial, Buffer<std::uint64_t>& counters, Element* out,
                   int row0, int row1, int asked_blocks, const TraceBuffer& trace, void* workspace,
                   cudaStream_t stream) {
-    const auto count = TileCount::of(partial.m, partial.n, gemm.tile_m(), gemm.tile_n());
+    gemm = {};
+    launch = {};
+    if (how == PullLaunch::kWorkgroupSpecialized)
+      launch = make_gemm_and_pull_bf16();
+    else
+      gemm = make_tile_store_gemm_bf16();
+    // Before the collective allocation below: every member refuses alike, or none does.
+    if (auto status = launch ? launch->can_implement(partial) : Status::success(); !status)
+      throw Error(Errc::kInvalidArgument, "the workgroup-specialized GEMM: " + status.message);
+    const auto count =
+        TileCount::of(partial.m, partial.n, launch ? launch->tile_m() : gemm->tile_m(),
+                      launch ? launch->tile_n() : gemm->tile_n());
     ensure_zeros(ctx, counters, PullFlags::count(team.size, count.tiles));
     flags = {counters.data(), team.size, count.tiles};
     grid = pull_grid(static_cast<const Element*>(partial.d), out, row0, row1, partial.n, count);
+    const TileStore tiles = local_store(ctx.device(), flags, trace);
+    if (launch) {
+      const int cluster = launch->cluster_size();
+      const auto split =
+          resident_workgroup_split(workgroup_budget(ctx, launch->max_resident_blocks(), cluster),
+                                   cluster, device_sms(), asked_blocks);
+      launch->initialize(partial, tiles, loop(ctx.device(), team, team.index_of(ctx.rank())),
+                         split.gemm_blocks, split.side_blocks);
+      blocks = split.side_blocks;
+      return;
+    }
     const auto split = concurrent_split(ctx, grid.tiles, asked_blocks);
     GemmArguments local = partial;
     local.sm_count = split.gemm_sms;
-    const TileStore tiles = local_store(ctx.device(), flags, trace);
-    gemm.initialize(local, &tiles, workspace, stream);
+    gemm->initialize(local, &tiles, workspace, stream);
     blocks = split.blocks;
     side.create();
   }
 
-  /// One run, stream-ordered on `stream`: wait until every member has finished pulling this
-  /// rank's partials of the previous run (which counts this run), fork the side stream, `gemm`
-  /// on `stream` and the reducer on the side stream, join, then tell every member that this
-  /// rank's reads of its partials are over. The GEMM is launched first, so that its CTAs are
-  /// placed before the reducer's blocks (concurrent_split leaves SMs for them either way).
-  void run(const iris::device::Context& ctx, const iris::team& team, int me, GemmRunner& gemm,
-           cudaStream_t stream) {
+  /// Whether initialize() has bound a GEMM.
+  bool bound() const { return gemm || launch; }
+
+  /// The reducer's loop of member `me` of `team`.
+  PullTiles<Element> loop(const iris::device::Context& ctx, const iris::team& team, int me) const {
+    return {ctx, team, me, grid, flags.ready(), flags.runs()};
+  }
+
+  /// One run, stream-ordered on `stream`, inside run_reusing: wait until every member has
+  /// finished pulling this rank's partials of the previous run (which counts this run), then
+  /// either fork the side stream, the GEMM on `stream` and the reducer on the side stream, join
+  /// (kSideStream: the GEMM is launched first, so that its CTAs are placed before the reducer's
+  /// blocks; concurrent_split leaves SMs for them either way), or the one launch
+  /// (kWorkgroupSpecialized); then tell every member that this rank's reads of its partials are
+  /// over.
+  void run(const iris::device::Context& ctx, const iris::team& team, int me, cudaStream_t stream) {
     run_reusing(ctx, team, me, flags.freed(), flags.runs(), stream, [&] {
+      if (launch) {
+        launch->run(stream);
+        return;
+      }
       const cudaStream_t reducer = side.fork(stream);
-      gemm.run(stream);
-      pull_partial_tiles<<<blocks, kSlotReduceThreads, 0, reducer>>>(ctx, team, me, grid,
-                                                                     flags.ready(), flags.runs());
+      gemm->run(stream);
+      pull_partial_tiles<<<blocks, kSlotReduceThreads, 0, reducer>>>(loop(ctx, team, me));
       IRIS_CUDA_CHECK(cudaGetLastError());
       side.join(stream);
     });

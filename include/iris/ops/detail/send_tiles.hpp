@@ -1,8 +1,8 @@
 // The send loop of GEMM + all-scatter's producer-consumer and workgroup-specialized patterns:
 // a block waits for one of this rank's finished tiles of C (its local flag, raised by the GEMM's
 // tile-store epilogue) and pushes it to every other member. Not public; compiled by
-// src/ops/gemm_all_scatter.cu (a kernel of its own) and by the workgroup-specialized kernel's
-// translation unit (the blocks that do not compute).
+// src/ops/gemm_all_scatter.cu (a kernel of its own) and by the workgroup-specialized kernels'
+// translation units (the side role of the blocks that do not compute).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -38,11 +38,14 @@ struct SendTiles {
   std::uint64_t* arrivals = nullptr;  ///< [team.size][tiles], symmetric
   std::uint64_t* ready = nullptr;     ///< [tiles], this rank's; null: tiles are already there
   TraceBuffer trace{};
+
+  /// Sender `sender` of `senders` takes tiles sender, sender + senders, ...; every thread of the
+  /// block calls it, with any number of threads. It waits only for this rank's own tiles.
+  __device__ void operator()(int sender, int senders) const;
 };
 
-/// Sender `sender` of `senders` takes tiles sender, sender + senders, ...; every thread of the
-/// block calls it.
-__device__ inline void send_tiles(const SendTiles& s, int sender, int senders) {
+__device__ inline void SendTiles::operator()(int sender, int senders) const {
+  const SendTiles& s = *this;
   const iris::block block{};
   const bool tracing = s.trace.events != nullptr && block.thread_rank() == 0;
   const TileGrid& grid = s.grid;

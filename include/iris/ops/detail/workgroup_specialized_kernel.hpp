@@ -1,11 +1,12 @@
-// The workgroup-specialized GEMM + all-scatter kernel (workgroup_specialized.hpp says what it
-// does). Not public; include it only from src/ops/gemm_all_scatter_ws_bf16.cu (one CUTLASS
-// kernel per translation unit).
+// The workgroup-specialized kernels (workgroup_specialized.hpp says what they do). Not public;
+// include it only from the translation units that instantiate one kernel each
+// (src/ops/gemm_all_scatter_ws_{bf16,f16}.cu: GEMM + send; src/ops/gemm_pull_ws_bf16.cu:
+// GEMM + pull).
 //
 // One launch, a 1-D grid of clusters: blocks [0, G) run CUTLASS's cooperative GEMM kernel
 // (GemmUniversal::operator(), exactly what CUTLASS's device_kernel runs), blocks [G, G + S)
-// run the send loop. CUTLASS's persistent scheduler strides tiles by the whole grid (gridDim),
-// which would make GEMM blocks skip the tiles "owned" by the senders; GemmBlocksScheduler is
+// run the side role. CUTLASS's persistent scheduler strides tiles by the whole grid (gridDim),
+// which would make GEMM blocks skip the tiles "owned" by the side blocks; GemmBlocksScheduler is
 // that scheduler with the stride taken from its Params (G) instead. G is what CUTLASS's own
 // get_grid_shape gives for the GEMM alone, so the GEMM blocks see the tile order of a plain
 // launch of G blocks: CUTLASS launches that grid as (2, G/2) or (G, 1) with 2 x 1 clusters, and
@@ -15,9 +16,9 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <type_traits>
 
 #include "iris/ops/detail/gemm_kernel.hpp"
-#include "iris/ops/detail/send_tiles.hpp"
 #include "iris/ops/detail/workgroup_specialized.hpp"
 
 namespace iris::ops::detail {
@@ -106,24 +107,25 @@ struct WorkgroupSpecializedConfig {
 };
 
 /// Blocks below params.scheduler.gemm_blocks compute (CUTLASS's device_kernel body); the others
-/// send.
-template <class Kernel>
+/// run the side role (workgroup_specialized.hpp says what a side role is).
+template <class Kernel, class Side>
 __global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
-    gemm_and_send(CUTLASS_GRID_CONSTANT typename Kernel::Params const params,
-                  CUTLASS_GRID_CONSTANT SendTiles const sends) {
+    gemm_and(CUTLASS_GRID_CONSTANT typename Kernel::Params const params,
+             CUTLASS_GRID_CONSTANT Side const side) {
   extern __shared__ char smem[];
   const auto gemm_blocks = static_cast<unsigned>(params.scheduler.gemm_blocks);
   if (blockIdx.x < gemm_blocks) {
     Kernel op;
     op(params, smem);
   } else {
-    send_tiles(sends, static_cast<int>(blockIdx.x - gemm_blocks),
-               static_cast<int>(gridDim.x - gemm_blocks));
+    side(static_cast<int>(blockIdx.x - gemm_blocks), static_cast<int>(gridDim.x - gemm_blocks));
   }
 }
 
-template <class Config>
-class WorkgroupSpecializedRunner final : public WorkgroupSpecializedGemm {
+template <class Config, class Side>
+class WorkgroupSpecializedRunner final : public WorkgroupSpecializedGemm<Side> {
+  static_assert(std::is_trivially_copyable_v<Side>, "a side role is a kernel argument");
+
  public:
   using Kernel = typename Config::Kernel;
   using ElementD = typename Kernel::CollectiveEpilogue::ElementD;
@@ -145,16 +147,16 @@ class WorkgroupSpecializedRunner final : public WorkgroupSpecializedGemm {
     cudaLaunchConfig_t config =
         launch_config(sms / kClusterSize * kClusterSize, nullptr, attribute);
     int clusters = 0;
-    IRIS_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, gemm_and_send<Kernel>, &config));
+    IRIS_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, gemm_and<Kernel, Side>, &config));
     return clusters * kClusterSize;
   }
 
   int cluster_size() const override { return kClusterSize; }
 
-  void initialize(const GemmArguments& args, const TileStore& store, const SendTiles& sends,
-                  int gemm_blocks, int send_blocks) override {
-    if (gemm_blocks < kClusterSize || gemm_blocks % kClusterSize != 0 || send_blocks < 0 ||
-        send_blocks % kClusterSize != 0)
+  void initialize(const GemmArguments& args, const TileStore& store, const Side& side,
+                  int gemm_blocks, int side_blocks) override {
+    if (gemm_blocks < kClusterSize || gemm_blocks % kClusterSize != 0 || side_blocks < 0 ||
+        side_blocks % kClusterSize != 0)
       throw Error(Errc::kInternal,
                   "workgroup-specialized GEMM: block counts must be multiples of " +
                       std::to_string(kClusterSize));
@@ -169,17 +171,17 @@ class WorkgroupSpecializedRunner final : public WorkgroupSpecializedGemm {
       throw Error(Errc::kInternal, "workgroup-specialized GEMM: CUTLASS's grid of " +
                                        std::to_string(blocks) + " blocks does not fit");
     params_.scheduler.gemm_blocks = blocks;
-    sends_ = sends;
-    send_blocks_ = send_blocks;
+    side_ = side;
+    side_blocks_ = side_blocks;
   }
 
   void run(cudaStream_t stream) override {
     if (params_.scheduler.gemm_blocks == 0)
       throw Error(Errc::kInternal, "workgroup-specialized GEMM run before initialize");
     cudaLaunchAttribute attribute[1];
-    const int blocks = static_cast<int>(params_.scheduler.gemm_blocks) + send_blocks_;
+    const int blocks = static_cast<int>(params_.scheduler.gemm_blocks) + side_blocks_;
     cudaLaunchConfig_t config = launch_config(blocks, stream, attribute);
-    IRIS_CUDA_CHECK(cudaLaunchKernelEx(&config, gemm_and_send<Kernel>, params_, sends_));
+    IRIS_CUDA_CHECK(cudaLaunchKernelEx(&config, gemm_and<Kernel, Side>, params_, side_));
   }
 
   int gemm_blocks() const override { return static_cast<int>(params_.scheduler.gemm_blocks); }
@@ -190,7 +192,7 @@ class WorkgroupSpecializedRunner final : public WorkgroupSpecializedGemm {
   // The kernel's dynamic shared memory exceeds the default 48 KiB: raise the limit (for the
   // current device; cheap, so done at every initialize rather than once per process).
   static void prepare() {
-    IRIS_CUDA_CHECK(cudaFuncSetAttribute(gemm_and_send<Kernel>,
+    IRIS_CUDA_CHECK(cudaFuncSetAttribute(gemm_and<Kernel, Side>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          Kernel::SharedStorageSize));
   }
@@ -222,8 +224,8 @@ class WorkgroupSpecializedRunner final : public WorkgroupSpecializedGemm {
   }
 
   typename Kernel::Params params_{};
-  SendTiles sends_{};
-  int send_blocks_ = 0;
+  Side side_{};
+  int side_blocks_ = 0;
 };
 
 }  // namespace iris::ops::detail
