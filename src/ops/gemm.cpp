@@ -84,21 +84,23 @@ std::int64_t tiles(std::int64_t extent, int tile) {
 
 }  // namespace
 
-// The largest M the shape rule gives to the swap-AB kernel: one column of its tiles (32 rows of
-// A, the tokens), so that B is read once; above, the swap reads B once per 32 tokens (from L2
-// where it is lucky). Any value works; set it where the decode table says the swap stops winning.
-constexpr int kSwapABMaxM = kSwapABShape.tile_n;
+// The largest M the shape rule gives to the swap-AB kernel: two columns of its tiles (64 rows of
+// A, the tokens). Up to 32 tokens one column holds them all and B is read once; at 33..64 B is
+// read twice, the second time mostly from L2. Any value works; this is where the decode table
+// (bench_gemm_all_scatter --decode, N 8192, K 3584 and 28672) had the swap ahead of the small-M
+// kernel in every run, at M = 64 too, while at M = 128 neither led throughout.
+constexpr int kSwapABMaxM = 2 * kSwapABShape.tile_n;
 
 // The selection rule, the one place it lives (docs/ops.md, "GEMM configurations"). At decode
-// (M = 1..32 tokens) the swap-AB kernel puts the tokens on the wgmma's narrow side, where the
-// other kernels pad them to 128 rows, and its stream-K scheduler spreads B's rows and K over all
-// the SMs. Above that, the large tile's persistent grid gives each SM at most one of its
-// ceil(M / 128) * ceil(N / 256) tiles at a time, so with fewer tiles than SMs the rest idle; at
-// N = 8192 and M <= 256 that is 32 or 64 tiles on 132 SMs. Where the large tile would leave at
-// least half the SMs idle, the small-M kernel runs instead: 4x the tiles, and the stream-K
-// scheduler splits K across the SMs when even those are too few. The swap asks nothing of the
-// shape that the others do not (see can_implement's notes in docs/ops.md), so the only fallback
-// is by type: only bf16 -> bf16 has the decode kernels.
+// (M = 1..64 tokens) the swap-AB kernel puts the tokens on the wgmma's narrow side, where the
+// other kernels pad them to 128 rows, and splits K where its tiles are too few for the SMs. Above
+// that, the large tile's persistent grid gives each SM at most one of its ceil(M / 128) * ceil(N /
+// 256) tiles at a time, so with fewer tiles than SMs the rest idle; at N = 8192 and M <= 256 that
+// is 32 or 64 tiles on 132 SMs. Where the large tile would leave at least half the SMs idle, the
+// small-M kernel runs instead: 4x the tiles, and the stream-K scheduler splits K across the SMs
+// when even those are too few. The swap asks nothing of the shape that the others do not (see
+// can_implement's notes in docs/ops.md), so the only fallback is by type: only bf16 -> bf16 has the
+// decode kernels.
 GemmConfig select_config(const GemmArguments& g) {
   GemmConfig config = g.config != GemmConfig::kAuto ? g.config : config_from_env();
   const bool decode_kernels = has_decode_kernels(g.a_type, g.d_type);

@@ -142,23 +142,25 @@ class ConfigEnv {
   std::optional<std::string> old_;
 };
 
-TEST(GemmConfigRule, SwapABUpTo32TokensThenSmallMWhereTheLargeTileIdlesHalfTheSms) {
+TEST(GemmConfigRule, SwapABUpTo64TokensThenSmallMWhereTheLargeTileIdlesHalfTheSms) {
   if (std::getenv("IRIS_GEMM_CONFIG") != nullptr) GTEST_SKIP() << "IRIS_GEMM_CONFIG is set";
-  // M <= 32: the swap, whatever N and the SMs.
+  // M <= 64: the swap, whatever N and the SMs.
   EXPECT_EQ(Gemm::select_config(decode(1, 8192)), GemmConfig::kSwapAB);
   EXPECT_EQ(Gemm::select_config(decode(7, 8192)), GemmConfig::kSwapAB);
   EXPECT_EQ(Gemm::select_config(decode(32, 8192)), GemmConfig::kSwapAB);
+  EXPECT_EQ(Gemm::select_config(decode(33, 8192)), GemmConfig::kSwapAB);
+  EXPECT_EQ(Gemm::select_config(decode(64, 8192)), GemmConfig::kSwapAB);
   EXPECT_EQ(Gemm::select_config(decode(8, 256)), GemmConfig::kSwapAB);
   EXPECT_EQ(Gemm::select_config(decode(1, 8192, 16)), GemmConfig::kSwapAB);
   // Then 2 * ceil(M / 128) * ceil(N / 256) <= SMs.
-  EXPECT_EQ(Gemm::select_config(decode(33, 8192)), GemmConfig::kSmallM);      // 32 tiles
+  EXPECT_EQ(Gemm::select_config(decode(65, 8192)), GemmConfig::kSmallM);      // 32 tiles
   EXPECT_EQ(Gemm::select_config(decode(128, 8192)), GemmConfig::kSmallM);     // 32
   EXPECT_EQ(Gemm::select_config(decode(256, 8192)), GemmConfig::kSmallM);     // 64: 128 <= 132
   EXPECT_EQ(Gemm::select_config(decode(257, 8192)), GemmConfig::kLargeTile);  // 96
   EXPECT_EQ(Gemm::select_config(decode(4096, 4096)), GemmConfig::kLargeTile);
-  EXPECT_EQ(Gemm::select_config(decode(64, 256)), GemmConfig::kSmallM);          // 1 tile
-  EXPECT_EQ(Gemm::select_config(decode(64, 8192, 63)), GemmConfig::kLargeTile);  // 64 > 63
-  EXPECT_EQ(Gemm::select_config(decode(64, 8192, 64)), GemmConfig::kSmallM);
+  EXPECT_EQ(Gemm::select_config(decode(100, 256)), GemmConfig::kSmallM);          // 1 tile
+  EXPECT_EQ(Gemm::select_config(decode(100, 8192, 63)), GemmConfig::kLargeTile);  // 64 > 63
+  EXPECT_EQ(Gemm::select_config(decode(100, 8192, 64)), GemmConfig::kSmallM);
   // Only bf16 -> bf16 has the decode kernels.
   for (const int m : {1, 64}) {
     auto args = decode(m, 8192);

@@ -72,11 +72,11 @@ struct GemmArguments {
   int sm_count = 0;
   /// Which kernel configuration runs it. kAuto: the environment variable IRIS_GEMM_CONFIG
   /// (auto, large_tile, small_m, swap_ab) when set, else the shape rule, for bf16 -> bf16:
-  /// kSwapAB when M <= 32 (the swapped tile's 32 columns hold all the tokens, so B is read
-  /// once), else kSmallM when 2 * ceil(M / 128) * ceil(N / 256) <= SMs (sm_count, or the
-  /// device's), i.e. when the large tile would leave at least half the SMs without a tile; other
-  /// types, and larger M, kLargeTile. Forcing kSmallM or kSwapAB for other types is refused;
-  /// IRIS_GEMM_CONFIG=small_m or swap_ab leaves them on kLargeTile.
+  /// kSwapAB when M <= 64 (the swapped tile's 32 columns hold the tokens, so B is read once
+  /// up to 32 and twice above), else kSmallM when 2 * ceil(M / 128) * ceil(N / 256) <= SMs
+  /// (sm_count, or the device's), i.e. when the large tile would leave at least half the SMs
+  /// without a tile; other types, and larger M, kLargeTile. Forcing kSmallM or kSwapAB for other
+  /// types is refused; IRIS_GEMM_CONFIG=small_m or swap_ab leaves them on kLargeTile.
   GemmConfig config = GemmConfig::kAuto;
 };
 
