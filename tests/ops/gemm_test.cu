@@ -131,6 +131,9 @@ void check_against_cublas(DType in_type, DType out_type, Shape s, std::int64_t p
       gemm.run();
     }
   } else {
+    // The fills, the memset of D and initialize()'s clearing went on the legacy stream, which a
+    // non-blocking stream does not wait for: finish them before the graph runs.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
     cudaGraph_t graph;
@@ -323,11 +326,11 @@ TEST(Gemm, SmallMNeedsAWorkspaceOnlyWhereItSplitsTiles) {
   EXPECT_GE(iris::ops::Gemm::workspace_size(args), std::size_t{16} * 128 * 64 * 4);
 }
 
-// The swap-AB kernel on 132 SMs: at N = 8192, 64 tiles of 128 rows of B per 32 tokens, so two
-// K splits per tile up to M = 32 and data-parallel from M = 64 (128 tiles); at N = 4096 and
-// M = 32, four splits of 32 tiles; at N = 1544, 13 tiles (the last ragged), split over K where
-// K allows (K = 28672), one CTA per tile at K = 520 (9 K steps); M = 7 and 200 leave a partial
-// column tile (D's rows past M are never written); K = 28672, 448 K steps per tile.
+// The swap-AB kernel on 132 SMs: at N = 8192, 64 tiles of 128 rows of B per 32 tokens, so
+// stream-K up to M = 32 (64 tiles for 132 SMs) and data-parallel from M = 128 (256 tiles); at
+// N = 4096 and M = 32, 32 tiles of 56 K steps, about four stream-K units each; at N = 1544, 13
+// tiles (the last ragged), split over K; M = 7 and 200 leave a partial column tile (D's rows past
+// M are never written); K = 28672, 448 K steps per tile.
 const Shape kSwapABShapes[] = {
     {1, 8192, 3584},  {7, 8192, 3584},   {8, 8192, 3584},   {16, 8192, 3584},
     {32, 8192, 3584}, {64, 8192, 3584},  {128, 8192, 3584}, {200, 8192, 3584},
@@ -350,7 +353,7 @@ TEST(Gemm, SwapABGraphReplaysGiveTheSameResult) {
 }
 
 TEST(Gemm, SwapABWithItsOwnWorkspaceFewerSmsAndWideLeadingDimensions) {
-  // 64 tiles on 20 SMs: data-parallel, four waves; Gemm's own workspace.
+  // 64 tiles on 20 SMs: two data-parallel waves, then 24 tiles stream-K; Gemm's own workspace.
   check_against_cublas<__nv_bfloat16, __nv_bfloat16>(
       DType::kBF16, DType::kBF16, {16, 8192, 3584}, 0, /*sm_count=*/20, 0,
       {.config = GemmConfig::kSwapAB, .runs = 3, .caller_workspace = false});

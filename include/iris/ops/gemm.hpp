@@ -107,8 +107,8 @@ class Gemm {
   /// lives as long as this object uses it, 256-byte aligned as cudaMalloc's are). With a null
   /// `workspace` where workspace_size(args) is not 0, the object allocates one of that size and
   /// owns it; otherwise it allocates nothing. Throws iris::Error(kInvalidArgument) with
-  /// can_implement's sentence when the arguments are not supported. May enqueue a memset on
-  /// `stream` to clear the workspace.
+  /// can_implement's sentence when the arguments are not supported. Where it clears the
+  /// workspace (a memset on `stream`), it waits for the clearing: run() may use any stream.
   void initialize(const GemmArguments& args, void* workspace = nullptr,
                   cudaStream_t stream = nullptr);
 

@@ -8,7 +8,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -136,8 +135,7 @@ using SmallMGemm = StreamKGemm<ElementAB, ElementD, SmallMTileShape, SmallMClust
 /// No cluster (1 x 1): B, the operand worth multicasting, is shared only between N' tiles, which
 /// exist only at M > 32, and a 1 x 2 cluster would leave half its CTAs without columns at
 /// M <= 32; multicasting A along M' would save L2 reads, not memory ones. N = 4096..8192 gives
-/// 32..64 tiles of 128 rows, fewer than the SMs, so K is split across them
-/// (split_k_or_data_parallel).
+/// 32..64 tiles of 128 rows, fewer than the SMs, so the stream-K scheduler splits K across them.
 /// The shapes below are kSwapABShape (gemm_runner.hpp), in the swapped problem's terms.
 using SwapABTileShape = cute::Shape<cute::_128, cute::_32, cute::_64>;
 using SwapABClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -205,35 +203,6 @@ typename Kernel::Arguments gemm_arguments(const GemmArguments& g) {
   return arguments;
 }
 
-/// The swap-AB kernel's decomposition: split-K where its tiles are fewer than half the SMs, else
-/// data-parallel (one CTA per tile). splits = the SMs per tile, at most one per 8 of the tile's K
-/// steps, so every unit is one split of one tile and tiles x splits fit on the SMs at once: the
-/// splits of a tile add up in order, each waiting only for the one before it. CUTLASS's
-/// heuristic (stream-K units that cross tile boundaries) hung now and then on an H100, with or
-/// without MPS, at 32 tiles of 56 K steps over 132 SMs (about four units per tile).
-template <class Kernel>
-void split_k_or_data_parallel(typename Kernel::Arguments& arguments) {
-  using Decomposition = typename Kernel::TileScheduler::DecompositionMode;
-  constexpr int kTileM = cute::size<0>(typename Kernel::TileShape{});  // in the swapped problem
-  constexpr int kTileN = cute::size<1>(typename Kernel::TileShape{});
-  constexpr int kTileK = cute::size<2>(typename Kernel::TileShape{});
-  constexpr int kMinKSteps = 8;  // CUTLASS's min_iters_per_sk_unit_
-  const auto [m, n, k, l] = arguments.problem_shape;
-  int sms = arguments.hw_info.sm_count;
-  if (sms <= 0)
-    sms =
-        cutlass::KernelHardwareInfo::query_device_multiprocessor_count(arguments.hw_info.device_id);
-  const long tiles = long((m + kTileM - 1) / kTileM) * ((n + kTileN - 1) / kTileN) * l;
-  const int k_steps = (k + kTileK - 1) / kTileK;
-  const long splits = tiles > 0 ? std::min<long>(sms / tiles, k_steps / kMinKSteps) : 1;
-  if (splits >= 2) {
-    arguments.scheduler.decomposition_mode = Decomposition::SplitK;
-    arguments.scheduler.splits = static_cast<int>(splits);
-  } else {
-    arguments.scheduler.decomposition_mode = Decomposition::DataParallel;
-  }
-}
-
 template <class Config>
 class CutlassRunner final : public GemmRunner {
  public:
@@ -272,6 +241,11 @@ class CutlassRunner final : public GemmRunner {
     if (status != cutlass::Status::kSuccess)
       throw Error(Errc::kInvalidArgument,
                   std::string("CUTLASS GEMM initialize failed: ") + cutlassGetStatusString(status));
+    // CUTLASS cleared the stream-K locks on `stream`. Wait for it: a run() on another stream is
+    // not ordered after it, and a clearing that lands while that run's splits count the locks
+    // up leaves a split waiting forever.
+    if constexpr (kUsesStreamK<Kernel>)
+      if (workspace != nullptr) IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
   void run(cudaStream_t stream) override {
@@ -307,7 +281,6 @@ class CutlassRunner final : public GemmRunner {
   static typename Adapter::Arguments make_arguments(const GemmArguments& g,
                                                     const TileStore* store) {
     auto arguments = gemm_arguments<Kernel, Config::kSwapAB, !Config::kTileStore>(g);
-    if constexpr (Config::kSwapAB) split_k_or_data_parallel<Kernel>(arguments);
     if constexpr (Config::kTileStore) {
       arguments.epilogue.d = static_cast<ElementD*>(g.d);
       arguments.epilogue.ldd = g.ldd ? g.ldd : g.n;
