@@ -59,6 +59,52 @@ __global__ void all_gather_columns(const __grid_constant__ iris::device::Context
       iris::device::put(iris::warp{}, ctx, own + row * ldc, own + row * ldc, n, (me + s) % world);
 }
 
+/// Two ops on the same operands, timed in alternation in one run.
+struct Paired {
+  double first_ms = 0, second_ms = 0;  ///< each one's median (the slowest rank's)
+  double ratio = 0;   ///< median over consecutive pairs of second / first (the largest rank's)
+  double spread = 0;  ///< median over the pairs of |second / first - 1| (the largest rank's)
+};
+
+/// Times `first()` and `second()` (each queues one run of a collective op, or of a single-rank
+/// one, on `stream`) alternately: call c runs `second` when c is odd, so samples 2j and 2j + 1 hold
+/// one of each, taken back to back, and drift (clocks, temperature) cancels out of their ratio.
+/// `before()` queues what precedes each sample, untimed.
+template <class First, class Second, class Before>
+Paired paired_ms(iris::Context& ctx, cudaStream_t stream, const example::Repeats& repeats,
+                 First&& first, Second&& second, Before&& before) {
+  example::Repeats alternating = repeats;
+  alternating.calls_per_sample = 1;
+  alternating.samples = 2 * repeats.samples;
+  const auto is_second = [](long call) { return call % 2 == 1; };
+  const std::vector<double> samples = example::time_calls_ms(
+      stream, alternating,
+      [&](long call) {
+        if (is_second(call))
+          second();
+        else
+          first();
+      },
+      [&] {
+        before();
+        ctx.device_barrier(stream);
+      });
+  std::vector<double> firsts, seconds, ratios, spreads;
+  for (std::size_t s = 0; s + 1 < samples.size(); s += 2) {
+    double a = samples[s], b = samples[s + 1];
+    if (is_second(alternating.warmup + static_cast<long>(s))) std::swap(a, b);
+    firsts.push_back(a);
+    seconds.push_back(b);
+    ratios.push_back(b / a);
+    spreads.push_back(std::abs(b / a - 1));
+  }
+  auto& bootstrap = ctx.bootstrap();
+  return {iris::bench::slowest_rank(bootstrap, example::summarize(firsts).median),
+          iris::bench::slowest_rank(bootstrap, example::summarize(seconds).median),
+          iris::bench::slowest_rank(bootstrap, example::summarize(ratios).median),
+          iris::bench::slowest_rank(bootstrap, example::summarize(spreads).median)};
+}
+
 void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std::string& json) {
   const std::vector<Shape> shapes = {{8192, 8192, 8192},  {1024, 4096, 14336},
                                      {4096, 4096, 14336}, {16384, 4096, 14336},
@@ -75,9 +121,6 @@ void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std:
     iris::bench::fill<<<1024, 256>>>(b, std::size_t(s.n) * s.k, 2);
     iris::ops::Gemm gemm;
     gemm.initialize({.m = s.m, .n = s.n, .k = s.k, .a = a, .b = b, .d = d});
-    const double ours = example::median_ms(stream, repeats, [&](long) { gemm.run(stream); });
-    const double theirs = example::median_ms(
-        stream, repeats, [&](long) { cublas_gemm(d, s.n, a, b, s.m, s.n, s.k); });
     // The fused op on one rank: the tile-store epilogue, flags and the completion wait.
     auto c = ctx.empty<bf16>(iris::Shape(std::size_t(s.m) * s.n));
     iris::ops::GemmAllScatter fused(ctx);
@@ -88,13 +131,21 @@ void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std:
                       .b = b,
                       .c = c.data(),
                       .pattern = iris::ops::AllScatterPattern::kFusedSequential});
-    const double fused_ms = example::median_ms(stream, repeats, [&](long) { fused.run(stream); });
+    // Each against the GEMM in alternation: a long sweep of large GEMMs drifts in clock (power,
+    // temperature), and only back-to-back pairs cancel that out of a ratio.
+    const auto run_gemm = [&] { gemm.run(stream); };
+    const Paired vs_cublas = paired_ms(
+        ctx, stream, repeats, run_gemm, [&] { cublas_gemm(d, s.n, a, b, s.m, s.n, s.k); }, [] {});
+    const Paired vs_fused =
+        paired_ms(ctx, stream, repeats, [&] { fused.run(stream); }, run_gemm, [] {});
+    const double ours = vs_cublas.first_ms, theirs = vs_cublas.second_ms;
+    const double fused_ms = vs_fused.first_ms;
     iris::bench::Row row;
     row.number("M", s.m, "%.0f").number("N", s.n, "%.0f").number("K", s.k, "%.0f");
     row.number("iris_ms", ours).number("iris_TFLOPs", tflops(s.m, s.n, s.k, ours), "%.1f");
     row.number("cublas_ms", theirs).number("cublas_TFLOPs", tflops(s.m, s.n, s.k, theirs), "%.1f");
-    row.number("iris_vs_cublas", theirs / ours);
-    row.number("fused_1rank_ms", fused_ms).number("fused_vs_gemm", ours / fused_ms);
+    row.number("iris_vs_cublas", vs_cublas.ratio);
+    row.number("fused_1rank_ms", fused_ms).number("fused_vs_gemm", vs_fused.ratio);
     rows.push_back(row);
     IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
     cudaFree(a);
@@ -104,7 +155,9 @@ void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std:
   iris::bench::report(
       "gemm (bf16 -> bf16, fp32 accumulate), one rank", rows, json,
       "iris_vs_cublas = cuBLAS time / iris time; fused_vs_gemm = GEMM time / fused "
-      "GEMM + all-scatter on one rank (tile-store epilogue, flags, completion wait)");
+      "GEMM + all-scatter on one rank (tile-store epilogue, flags, completion wait); each ratio "
+      "the median over adjacent pairs of the two timed in alternation, each time the median of "
+      "its own samples");
 }
 
 /// iris::ops::Gemm at decode sizes: every configuration forced, the one the rule selects, and
@@ -284,47 +337,6 @@ __global__ void to_fp16(const bf16* from, __half* to, std::size_t count) {
     to[i] = __float2half(__bfloat162float(from[i]));
 }
 
-/// Two ops on the same operands, timed in alternation in one run.
-struct Paired {
-  double first_ms = 0, second_ms = 0;  ///< each one's median (the slowest rank's)
-  double ratio = 0;   ///< median over consecutive pairs of second / first (the largest rank's)
-  double spread = 0;  ///< median over the pairs of |second / first - 1| (the largest rank's)
-};
-
-/// Times `first.run` and `second.run` (collective ops) alternately on `stream`: call c runs
-/// `second` when c is odd, so samples 2j and 2j + 1 hold one of each, taken back to back, and
-/// drift (clocks, temperature) cancels out of their ratio. `before()` queues what precedes each
-/// sample, untimed.
-template <class Before>
-Paired paired_ms(iris::Context& ctx, cudaStream_t stream, const example::Repeats& repeats,
-                 iris::ops::GemmAllScatter& first, iris::ops::GemmAllScatter& second,
-                 Before&& before) {
-  example::Repeats alternating = repeats;
-  alternating.calls_per_sample = 1;
-  alternating.samples = 2 * repeats.samples;
-  const auto is_second = [](long call) { return call % 2 == 1; };
-  const std::vector<double> samples = example::time_calls_ms(
-      stream, alternating, [&](long call) { (is_second(call) ? second : first).run(stream); },
-      [&] {
-        before();
-        ctx.device_barrier(stream);
-      });
-  std::vector<double> firsts, seconds, ratios, spreads;
-  for (std::size_t s = 0; s + 1 < samples.size(); s += 2) {
-    double a = samples[s], b = samples[s + 1];
-    if (is_second(alternating.warmup + static_cast<long>(s))) std::swap(a, b);
-    firsts.push_back(a);
-    seconds.push_back(b);
-    ratios.push_back(b / a);
-    spreads.push_back(std::abs(b / a - 1));
-  }
-  auto& bootstrap = ctx.bootstrap();
-  return {iris::bench::slowest_rank(bootstrap, example::summarize(firsts).median),
-          iris::bench::slowest_rank(bootstrap, example::summarize(seconds).median),
-          iris::bench::slowest_rank(bootstrap, example::summarize(ratios).median),
-          iris::bench::slowest_rank(bootstrap, example::summarize(spreads).median)};
-}
-
 /// `json` with `.<part>` before its .json ("" stays "").
 std::string json_beside(const std::string& json, const std::string& part) {
   if (json.empty()) return json;
@@ -379,6 +391,9 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
                                                 .pattern = pattern,
                                                 .trace = trace};
     };
+    const auto run = [stream](iris::ops::GemmAllScatter& op) {
+      return [&op, stream] { op.run(stream); };
+    };
     const auto shape_row = [&](AllScatterPattern pattern) {
       iris::bench::Row row;
       row.number("ranks", world, "%.0f").number("M", s.m, "%.0f").number("N", s.n, "%.0f");
@@ -393,14 +408,23 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
       iris::ops::GemmAllScatter untraced(ctx), traced(ctx);
       untraced.initialize(args(pattern, iris::ops::DType::kBF16, nullptr));
       traced.initialize(args(pattern, iris::ops::DType::kBF16, &tracer));
-      const Paired t =
-          paired_ms(ctx, stream, repeats, untraced, traced, [&] { tracer.clear(stream); });
+      const Paired t = paired_ms(ctx, stream, repeats, run(untraced), run(traced),
+                                 [&] { tracer.clear(stream); });
       // The noise floor: the untraced op against itself, paired the same way.
-      const Paired same = paired_ms(ctx, stream, repeats, untraced, untraced, [] {});
+      const Paired same = paired_ms(ctx, stream, repeats, run(untraced), run(untraced), [] {});
       tracer.clear(stream);
       traced.run(stream);
       IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const std::size_t events = tracer.events().size();
+      const std::vector<iris::ops::TraceEvent> recorded = tracer.events();
+      const std::size_t events = recorded.size();
+      // Per tile on rank 0: the median span of the mainloop (gemm_tile) and of the epilogue's
+      // stores (store), what the fused op spends sending each tile and what it computes for.
+      const auto median_us = [&](iris::ops::TraceKind kind) {
+        std::vector<double> spans;
+        for (const auto& e : recorded)
+          if (e.kind == kind) spans.push_back(1e-3 * static_cast<double>(e.end_ns - e.start_ns));
+        return spans.empty() ? 0.0 : example::summarize(spans).median;
+      };
       dropped += tracer.dropped();
       const int tiles = traced.tiles_per_block();
       iris::bench::Row row = shape_row(pattern);
@@ -408,6 +432,8 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
       row.number("untraced_ms", t.first_ms).number("traced_ms", t.second_ms);
       row.number("trace_cost", t.ratio - 1, "%+.4f");
       row.number("pair_spread", same.spread, "%.4f");
+      row.number("tile_us", median_us(iris::ops::TraceKind::kGemmTile), "%.2f");
+      row.number("store_us", median_us(iris::ops::TraceKind::kStore), "%.2f");
       row.number("events", static_cast<double>(events), "%.0f");
       row.number("events_per_tile", static_cast<double>(events) / tiles, "%.1f");
       tracing_rows.push_back(row);
@@ -416,7 +442,7 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
       iris::ops::GemmAllScatter bf16_op(ctx), fp16_op(ctx);
       bf16_op.initialize(args(pattern, iris::ops::DType::kBF16, nullptr));
       fp16_op.initialize(args(pattern, iris::ops::DType::kF16, nullptr));
-      const Paired t = paired_ms(ctx, stream, repeats, bf16_op, fp16_op, [] {});
+      const Paired t = paired_ms(ctx, stream, repeats, run(bf16_op), run(fp16_op), [] {});
       iris::bench::Row row = shape_row(pattern);
       row.number("bf16_ms", t.first_ms).number("fp16_ms", t.second_ms);
       row.number("fp16_vs_bf16", t.ratio);
@@ -438,8 +464,9 @@ void variant_tables(iris::Context& ctx, const example::Repeats& repeats,
       "untraced_ms, traced_ms: the op without and with an iris::ops::Tracer, timed in "
       "alternation (the slowest rank's median); trace_cost = median over adjacent pairs of "
       "traced / untraced - 1 (the largest rank's); pair_spread = median over adjacent pairs of "
-      "|untraced / untraced - 1|, the untraced op against itself (its noise floor); events: what "
-      "one traced run records on rank 0" +
+      "|untraced / untraced - 1|, the untraced op against itself (its noise floor); tile_us, "
+      "store_us: the median span per tile, on rank 0, of the mainloop (gemm_tile event) and of "
+      "the epilogue's stores (store event); events: what one traced run records on rank 0" +
           std::string(dropped ? "; the tracer DROPPED events, so the cost is understated" : ""));
   iris::bench::report("gemm + all-scatter: fp16 against bf16, " + ranks, fp16_rows,
                       json_beside(json, "fp16"),
