@@ -8,7 +8,12 @@
 // M = 4096 and 16384 (N per rank). Times are the slowest rank's median. NCCL is not run (it
 // refuses ranks that share a GPU); the table says so.
 //
+// With --tune FILE, rank 0 writes each shape's fastest pattern into the "all_gather_gemm" section
+// of the kAuto table FILE, replacing that op's entries for this world size only
+// (IRIS_OPS_TUNING=FILE; docs/ops.md).
+//
 //   iris-run -n 4 ./bench_all_gather_gemm [--quick] [--json all_gather_gemm_n4.json] [--samples 10]
+//   [--tune t.json]
 //   --quick: the recipe's M = 4096 only, 5 samples (a few seconds)
 #include <cstdio>
 #include <string>
@@ -29,6 +34,7 @@ int main(int argc, char** argv) {
   auto ctx = iris::Context::from_env(options);
   const example::Repeats repeats = iris::bench::ops_repeats(argc, argv, quick);
   const std::string json = iris::bench::json_path_from_args(argc, argv);
+  const std::string tune = iris::bench::tune_path_from_args(argc, argv);
   const int world = ctx.world_size(), me = ctx.rank();
   // N per rank
   std::vector<iris::bench::Shape> shapes = {iris::bench::kSymmetricMemoryRecipe};
@@ -41,6 +47,7 @@ int main(int argc, char** argv) {
   const cudaStream_t stream = bench.stream();
   iris::ccl::Communicator comm(ctx);
   std::vector<iris::bench::Row> rows;
+  std::vector<iris::ops::detail::TuningEntry> tuned;
   for (const iris::bench::Shape& s : shapes) {
     const std::size_t shard_count = std::size_t(s.m / world) * s.k;
     auto shard = ctx.zeros<bf16>(iris::Shape(shard_count));
@@ -60,6 +67,9 @@ int main(int argc, char** argv) {
     });
     row.number("ccl+cublas_ms", baseline);
     double best = 0;
+    // (M of all ranks, N per rank, K), as the op's kAuto looks it up
+    iris::ops::detail::TuningEntry fastest{world, s.m, s.n, s.k,
+                                           iris::ops::AllGatherPattern::kAuto};
     for (auto pattern : {iris::ops::AllGatherPattern::kBulkSynchronous,
                          iris::ops::AllGatherPattern::kProducerConsumer,
                          iris::ops::AllGatherPattern::kFusedMainloop}) {
@@ -70,8 +80,12 @@ int main(int argc, char** argv) {
       const std::string name(iris::ops::to_string(pattern));
       iris::bench::pattern_columns(row, name, ms, baseline);
       row.number(name + "_TFLOPs", iris::bench::tflops(s.m, s.n, s.k, ms), "%.1f");
-      best = best == 0 ? ms : std::min(best, ms);
+      if (best == 0 || ms < best) {
+        best = ms;
+        fastest.pattern = pattern;
+      }
     }
+    if (best > 0) tuned.push_back(fastest);
     bench.nccl_columns(
         row, best,
         [&](long) {
@@ -89,5 +103,6 @@ int main(int argc, char** argv) {
                "M is all ranks together (each holds M / ranks rows), N is per rank; speedup "
                "= (iris::ccl all_gather + cuBLAS) time / pattern time; TFLOP/s per rank; "
                "times are the slowest rank's median");
+  iris::bench::write_tuning(ctx, tune, iris::ops::AllGatherPattern{}, tuned);
   return 0;
 }

@@ -8,7 +8,12 @@
 // are the slowest rank's median. NCCL is not run (it refuses ranks that share a GPU); the table
 // says so.
 //
+// With --tune FILE, rank 0 writes each shape's fastest pattern into the "gemm_all_reduce" section
+// of the kAuto table FILE, replacing that op's entries for this world size only
+// (IRIS_OPS_TUNING=FILE; docs/ops.md).
+//
 //   iris-run -n 4 ./bench_gemm_all_reduce [--quick] [--json gemm_all_reduce_n4.json] [--samples 10]
+//   [--tune t.json]
 //   --quick: M = 4096 only, 5 samples (a few seconds)
 #include <cstdio>
 #include <string>
@@ -29,6 +34,7 @@ int main(int argc, char** argv) {
   auto ctx = iris::Context::from_env(options);
   const example::Repeats repeats = iris::bench::ops_repeats(argc, argv, quick);
   const std::string json = iris::bench::json_path_from_args(argc, argv);
+  const std::string tune = iris::bench::tune_path_from_args(argc, argv);
   const int world = ctx.world_size(), me = ctx.rank();
   // K of all ranks together
   std::vector<iris::bench::Shape> shapes = {iris::bench::kSymmetricMemoryRecipe};
@@ -38,6 +44,7 @@ int main(int argc, char** argv) {
   const cudaStream_t stream = bench.stream();
   iris::ccl::Communicator comm(ctx);
   std::vector<iris::bench::Row> rows;
+  std::vector<iris::ops::detail::TuningEntry> tuned;
   for (const iris::bench::Shape& s : shapes) {
     const int k = s.k / world;
     const iris::bench::ShardedOperands operands(s.m, s.n, k, me);
@@ -53,6 +60,9 @@ int main(int argc, char** argv) {
     });
     row.number("cublas+ccl_ms", baseline);
     double best = 0;
+    // (M, N, K of all ranks together), as the op's kAuto looks it up
+    iris::ops::detail::TuningEntry fastest{world, s.m, s.n, s.k,
+                                           iris::ops::AllReducePattern::kAuto};
     for (auto pattern :
          {iris::ops::AllReducePattern::kBulkSynchronous, iris::ops::AllReducePattern::kOneShot,
           iris::ops::AllReducePattern::kTwoShot, iris::ops::AllReducePattern::kProducerConsumer,
@@ -69,8 +79,12 @@ int main(int argc, char** argv) {
       const double ms = bench.time_ms([&](long) { op.run(stream); });
       iris::bench::pattern_columns(row, name, ms, baseline);
       row.number(name + "_TFLOPs", iris::bench::tflops(s.m, s.n, k, ms), "%.1f");
-      best = best == 0 ? ms : std::min(best, ms);
+      if (best == 0 || ms < best) {
+        best = ms;
+        fastest.pattern = pattern;
+      }
     }
+    if (best > 0) tuned.push_back(fastest);
     const iris::ops::GemmAllReduceArguments auto_args{
         .m = s.m, .n = s.n, .k = k, .a = a, .b = b, .c = c.data()};
     row.text("auto_picks",
@@ -86,5 +100,6 @@ int main(int argc, char** argv) {
                "K is all ranks together (each multiplies K / ranks); speedup = (cuBLAS + "
                "iris::ccl all_reduce) time / pattern time; TFLOP/s per rank; times are the "
                "slowest rank's median");
+  iris::bench::write_tuning(ctx, tune, iris::ops::AllReducePattern{}, tuned);
   return 0;
 }

@@ -13,7 +13,8 @@
 //
 // With --tune out.json (several ranks), the workgroup-specialized pattern is also run with half
 // and twice its default sending blocks, and rank 0 writes the fastest pattern and split per shape
-// as a kAuto table (point it IRIS_OPS_TUNING at the file; docs/ops.md). --shapes N runs the first N
+// into the "gemm_all_scatter" section of the kAuto table, replacing that op's entries for this
+// world size only (point IRIS_OPS_TUNING at the file; docs/ops.md). --shapes N runs the first N
 // shapes only.
 // Then, on one rank and on several, two tables of variants of the op on the same shapes, each
 // timed in alternation with its reference in one run (paired samples): tracing's cost (the
@@ -35,7 +36,7 @@
 #include <vector>
 
 #include "iris/iris.hpp"
-#include "iris/ops/detail/all_scatter_tuning.hpp"
+#include "iris/ops/detail/tuning.hpp"
 #include "iris/ops/gemm.hpp"
 #include "iris/ops/gemm_all_scatter.hpp"
 #include "iris/ops/trace.hpp"
@@ -236,7 +237,7 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
   std::vector<Shape> shapes = {
       {1024, 4096, 14336}, {4096, 4096, 14336}, {1024, 8192, 28672}, {4096, 8192, 28672}};
   if (shape_count > 0 && shape_count < static_cast<int>(shapes.size())) shapes.resize(shape_count);
-  std::vector<iris::ops::detail::AllScatterTuningEntry> tuned;
+  std::vector<iris::ops::detail::TuningEntry> tuned;
   iris::bench::OpsBench bench(ctx, repeats);
   const cudaStream_t stream = bench.stream();
   const auto devices = iris::bench::device_of_each_rank(ctx.bootstrap());
@@ -277,7 +278,7 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
       for (int blocks : {std::max(2, default_senders / 4 * 2), 2 * default_senders})
         if (blocks != default_senders)
           variants.push_back({iris::ops::AllScatterPattern::kWorkgroupSpecialized, blocks});
-    iris::ops::detail::AllScatterTuningEntry best{world, s.m, s.n, s.k};
+    iris::ops::detail::TuningEntry best{world, s.m, s.n, s.k};
     double best_ms = 0;
     for (const Variant& v : variants) {
       iris::ops::GemmAllScatter op(ctx);
@@ -295,13 +296,14 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
       iris::bench::pattern_columns(row, name, ms, baseline);
       if (best_ms == 0 || ms < best_ms) {
         best_ms = ms;
-        best.choice = {v.pattern, 0, v.comm_blocks};
+        best.pattern = v.pattern;
+        best.comm_blocks = v.comm_blocks;
       }
     }
-    row.text("fastest",
-             std::string(iris::ops::to_string(best.choice.pattern)) +
-                 (best.choice.comm_blocks ? " c" + std::to_string(best.choice.comm_blocks)
-                                          : std::string()));
+    row.text(
+        "fastest",
+        std::string(iris::ops::to_string(std::get<iris::ops::AllScatterPattern>(best.pattern))) +
+            (best.comm_blocks ? " c" + std::to_string(best.comm_blocks) : std::string()));
     tuned.push_back(best);
     if (bench.nccl().available()) {
       bf16 *block, *blocks;
@@ -324,10 +326,7 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
   bench.report("gemm + all-scatter (bf16), " + std::to_string(world) + " ranks", rows, json,
                "speedup = (cuBLAS + device-API all-gather) time / pattern time; "
                "times are the slowest rank's median");
-  if (me == 0 && !tune.empty()) {
-    std::ofstream(tune) << iris::ops::detail::AllScatterTuning(tuned).to_json();
-    std::printf("kAuto table: %s (IRIS_OPS_TUNING=%s)\n", tune.c_str(), tune.c_str());
-  }
+  iris::bench::write_tuning(ctx, tune, iris::ops::AllScatterPattern{}, tuned);
 }
 
 /// to[i] = from[i] in fp16 (the fill's values, multiples of 1/8 in [-1, 1], are exact in both).

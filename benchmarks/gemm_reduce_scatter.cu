@@ -9,8 +9,13 @@
 // recipe's M = 4096, K = 8192, N = 3584. Times are the slowest rank's median. NCCL is not run
 // (it refuses ranks that share a GPU, and needs its own build here); the table says so.
 //
+// With --tune FILE, rank 0 writes each shape's fastest pattern into the "gemm_reduce_scatter"
+// section of the kAuto table FILE, replacing that op's entries for this world size only
+// (IRIS_OPS_TUNING=FILE; docs/ops.md).
+//
 //   iris-run -n 4 ./bench_gemm_reduce_scatter [--json gemm_reduce_scatter_n4.json] [--samples 10]
 //   [--shapes small]   only the recipe's shape (a short pass)
+//   [--tune t.json]    write the kAuto table's section
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -29,6 +34,7 @@ int main(int argc, char** argv) {
   auto ctx = iris::Context::from_env(options);
   const example::Repeats repeats = iris::bench::ops_repeats(argc, argv);
   const std::string json = iris::bench::json_path_from_args(argc, argv);
+  const std::string tune = iris::bench::tune_path_from_args(argc, argv);
   const int world = ctx.world_size(), me = ctx.rank();
   // K of all ranks together
   std::vector<iris::bench::Shape> shapes = {iris::bench::kSymmetricMemoryRecipe};
@@ -39,6 +45,7 @@ int main(int argc, char** argv) {
   const cudaStream_t stream = bench.stream();
   iris::ccl::Communicator comm(ctx);
   std::vector<iris::bench::Row> rows;
+  std::vector<iris::ops::detail::TuningEntry> tuned;
   for (const iris::bench::Shape& s : shapes) {
     const int k = s.k / world;
     const iris::bench::ShardedOperands operands(s.m, s.n, k, me);
@@ -54,6 +61,9 @@ int main(int argc, char** argv) {
     });
     row.number("cublas+ccl_ms", baseline);
     double best = 0;
+    // (M, N, K of all ranks together), as the op's kAuto looks it up
+    iris::ops::detail::TuningEntry fastest{world, s.m, s.n, s.k,
+                                           iris::ops::ReduceScatterPattern::kAuto};
     for (auto pattern : {iris::ops::ReduceScatterPattern::kBulkSynchronous,
                          iris::ops::ReduceScatterPattern::kFusedSequential,
                          iris::ops::ReduceScatterPattern::kProducerConsumer,
@@ -63,8 +73,12 @@ int main(int argc, char** argv) {
           {.m = s.m, .n = s.n, .k = k, .a = a, .b = b, .c = c.data(), .pattern = pattern});
       const double ms = bench.time_ms([&](long) { op.run(stream); });
       iris::bench::pattern_columns(row, std::string(iris::ops::to_string(pattern)), ms, baseline);
-      best = best == 0 ? ms : std::min(best, ms);
+      if (best == 0 || ms < best) {
+        best = ms;
+        fastest.pattern = pattern;
+      }
     }
+    if (best > 0) tuned.push_back(fastest);
     bench.nccl_columns(row, best, [&](long) {
       bench.cublas_gemm(partial.data(), a, b, s.m, s.n, k);
       bench.nccl().reduce_scatter(partial.data(), c.data(), part, stream);
@@ -76,5 +90,6 @@ int main(int argc, char** argv) {
                "K is all ranks together (each multiplies K / ranks); speedup = (cuBLAS + "
                "iris::ccl reduce_scatter) time / pattern time; times are the slowest "
                "rank's median");
+  iris::bench::write_tuning(ctx, tune, iris::ops::ReduceScatterPattern{}, tuned);
   return 0;
 }

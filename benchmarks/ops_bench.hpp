@@ -8,10 +8,14 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "iris/iris.hpp"
+#include "iris/ops/detail/tuning.hpp"
 #include "nccl_baseline.hpp"
 #include "report.hpp"
 
@@ -217,6 +221,25 @@ class OpsBench {
 inline void pattern_columns(Row& row, const std::string& name, double time, double baseline,
                             const char* unit = "ms", const char* format = "%.3f") {
   row.number(name + "_" + unit, time, format).number(name + "_speedup", baseline / time);
+}
+
+/// The value after `--tune` in argv (the kAuto table to write), or "".
+inline std::string tune_path_from_args(int argc, char** argv) {
+  const char* path = example::string_arg(argc, argv, "--tune");
+  return path != nullptr ? path : "";
+}
+
+/// --tune FILE: on rank 0, `entries` (each shape's fastest pattern) replace the entries of `op`'s
+/// op for this world size in FILE, the rest of FILE kept, so that one file collects every op's
+/// table at every world size measured (docs/ops.md, "kAuto: the measured table"). Nothing
+/// without a path.
+inline void write_tuning(const Context& ctx, const std::string& path,
+                         const iris::ops::detail::TunedPattern& op,
+                         std::vector<iris::ops::detail::TuningEntry> entries) {
+  if (path.empty() || ctx.rank() != 0) return;
+  iris::ops::detail::write_tuning_entries(path, op, ctx.world_size(), std::move(entries));
+  std::printf("kAuto table: section \"%s\" of %s (IRIS_OPS_TUNING=%s)\n",
+              std::string(iris::ops::detail::section_of(op)).c_str(), path.c_str(), path.c_str());
 }
 
 }  // namespace iris::bench

@@ -16,6 +16,7 @@
 #include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
 #include "iris/ops/detail/shard_wait.hpp"
+#include "iris/ops/detail/tuning.hpp"
 
 namespace iris::ops {
 
@@ -80,8 +81,8 @@ struct AllGatherState {
 };
 
 namespace {
-AllGatherPattern resolve_pattern(AllGatherPattern asked, int m, int members, int sharing) {
-  if (asked != AllGatherPattern::kAuto) return asked;
+/// kAuto's rule where no table answers.
+AllGatherPattern rule(int m, int members, int sharing) {
   // Measured with ranks sharing one GPU: the copy engines and the per-shard GEMMs compete for
   // the same HBM and SMs, and bulk-synchronous wins (docs/ops.md has the figures).
   if (sharing > 1) return AllGatherPattern::kBulkSynchronous;
@@ -116,9 +117,15 @@ AllGatherGemm::AllGatherGemm(AllGatherGemm&&) noexcept = default;
 AllGatherGemm& AllGatherGemm::operator=(AllGatherGemm&&) noexcept = default;
 
 AllGatherPattern AllGatherGemm::choose(const Context& ctx, const AllGatherGemmArguments& args) {
-  const iris::team team = detail::resolve_team(ctx, args.team);
-  return detail::resolve_pattern(args.pattern, args.m, std::max(1, team.size),
-                                 detail::ranks_per_gpu(ctx));
+  if (args.pattern != AllGatherPattern::kAuto) return args.pattern;
+  const int members = std::max(1, detail::resolve_team(ctx, args.team).size);
+  // The measured table (IRIS_OPS_TUNING; none compiled in) for (W, M of all ranks, N per rank,
+  // K), as the benchmark reports them, else the rule. Every pattern runs every problem.
+  return detail::OpsTuning::current()
+      .choose(members, args.m, args.n, args.k,
+              detail::rule(args.m, members, detail::ranks_per_gpu(ctx)),
+              [](AllGatherPattern) { return true; })
+      .pattern;
 }
 
 Status AllGatherGemm::can_implement(const Context& ctx, const AllGatherGemmArguments& args) {

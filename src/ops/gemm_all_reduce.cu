@@ -17,6 +17,7 @@
 #include "iris/ops/detail/gemm_runner.hpp"
 #include "iris/ops/detail/pull_reduce.cuh"
 #include "iris/ops/detail/slot_reduce.cuh"
+#include "iris/ops/detail/tuning.hpp"
 #include "iris/ops/gemm_reduce_scatter.hpp"
 
 namespace iris::ops {
@@ -75,8 +76,14 @@ bool rows_are_whole_tiles(int m, int members) {
   return m % members == 0 && (m / members) % store_tile_m() == 0;
 }
 
-AllReducePattern resolve_pattern(AllReducePattern asked, int m, int n, int members, int sharing) {
-  if (asked != AllReducePattern::kAuto) return asked;
+/// Whether `pattern` can run an M-row C on `members` ranks: two-shot reduces whole tiles on the
+/// owner of their rows; the others take any M.
+bool runs(AllReducePattern pattern, int m, int members) {
+  return pattern != AllReducePattern::kTwoShot || rows_are_whole_tiles(m, members);
+}
+
+/// kAuto's rule where no table answers (never a pattern that cannot run the problem).
+AllReducePattern rule(int m, int n, int members, int sharing) {
   // Measured with ranks sharing one GPU: the fused forms' reducers spin on the SMs the members'
   // GEMMs need, and bulk-synchronous wins at every size tried (docs/ops.md has the figures).
   if (sharing > 1) return AllReducePattern::kBulkSynchronous;
@@ -110,9 +117,15 @@ GemmAllReduce::GemmAllReduce(GemmAllReduce&&) noexcept = default;
 GemmAllReduce& GemmAllReduce::operator=(GemmAllReduce&&) noexcept = default;
 
 AllReducePattern GemmAllReduce::choose(const Context& ctx, const GemmAllReduceArguments& args) {
-  const iris::team team = detail::resolve_team(ctx, args.team);
-  return detail::resolve_pattern(args.pattern, args.m, args.n, std::max(1, team.size),
-                                 detail::ranks_per_gpu(ctx));
+  if (args.pattern != AllReducePattern::kAuto) return args.pattern;
+  const int members = std::max(1, detail::resolve_team(ctx, args.team).size);
+  // The measured table (IRIS_OPS_TUNING; none compiled in) for (W, M, N, K of all ranks
+  // together, as the benchmark reports it), else the rule.
+  return detail::OpsTuning::current()
+      .choose(members, args.m, args.n, static_cast<int>(std::int64_t{args.k} * members),
+              detail::rule(args.m, args.n, members, detail::ranks_per_gpu(ctx)),
+              [&](AllReducePattern p) { return detail::runs(p, args.m, members); })
+      .pattern;
 }
 
 Status GemmAllReduce::can_implement(const Context& ctx, const GemmAllReduceArguments& args) {
@@ -121,9 +134,8 @@ Status GemmAllReduce::can_implement(const Context& ctx, const GemmAllReduceArgum
   if (auto status = detail::check_membership(ctx, team, me); !status) return status;
   if (args.reduce_blocks < 0)
     return Status::failure("reduce_blocks must be 0 (choose) or positive");
-  const auto pattern = choose(ctx, args);
-  if (pattern == AllReducePattern::kTwoShot && args.m > 0 &&
-      !detail::rows_are_whole_tiles(args.m, team.size))
+  // kAuto never resolves to a pattern that cannot run the problem.
+  if (args.m > 0 && !detail::runs(args.pattern, args.m, team.size))
     return Status::failure(
         "the two-shot pattern reduces whole tiles on the owner of their rows: "
         "M = " +

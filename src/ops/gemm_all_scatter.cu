@@ -13,11 +13,11 @@
 #include "iris/device/rma.hpp"
 #include "iris/device/signal.hpp"
 #include "iris/host/error.hpp"
-#include "iris/ops/detail/all_scatter_tuning.hpp"
 #include "iris/ops/detail/comm_op.hpp"
 #include "iris/ops/detail/gemm_runner.hpp"
 #include "iris/ops/detail/send_tiles.hpp"
 #include "iris/ops/detail/trace_record.hpp"
+#include "iris/ops/detail/tuning.hpp"
 #include "iris/ops/detail/workgroup_specialized.hpp"
 
 namespace iris::ops {
@@ -176,13 +176,15 @@ void GemmAllScatter::initialize(const GemmAllScatterArguments& args, void* works
   s.team = detail::resolve_team(ctx, args.team);
   s.me = s.team.index_of(ctx.rank());
   s.trace = args.trace != nullptr ? args.trace->device() : detail::TraceBuffer{};
-  // kAuto: the measured table (IRIS_OPS_TUNING or the compiled-in one) picks the pattern and,
-  // where the caller left them at 0, the SM split.
+  // kAuto: the measured table (IRIS_OPS_TUNING, then the compiled-in one) picks the pattern
+  // and, where the caller left them at 0, the SM split; the rule where neither answers is fused
+  // sequential (no SM split, no second stream; docs/ops.md). Every pattern runs every problem.
   s.pattern = args.pattern;
   int gemm_sms = args.gemm_sms, comm_blocks = args.comm_blocks;
   if (s.pattern == AllScatterPattern::kAuto) {
-    const auto choice = detail::AllScatterTuning::current().choose(
-        s.team.size, args.m, static_cast<int>(std::int64_t{args.n} * s.team.size), args.k);
+    const auto choice = detail::OpsTuning::current().choose(
+        s.team.size, args.m, static_cast<int>(std::int64_t{args.n} * s.team.size), args.k,
+        AllScatterPattern::kFusedSequential, [](AllScatterPattern) { return true; });
     s.pattern = choice.pattern;
     if (gemm_sms == 0) gemm_sms = choice.gemm_sms;
     if (comm_blocks == 0) comm_blocks = choice.comm_blocks;

@@ -17,6 +17,7 @@
 #include "iris/ops/detail/gemm_runner.hpp"
 #include "iris/ops/detail/pull_reduce.cuh"
 #include "iris/ops/detail/slot_reduce.cuh"
+#include "iris/ops/detail/tuning.hpp"
 
 namespace iris::ops {
 
@@ -66,11 +67,25 @@ struct ReduceScatterState {
 };
 
 namespace {
-ReduceScatterPattern resolve_pattern(ReduceScatterPattern asked, int rows_per_member) {
-  if (asked != ReduceScatterPattern::kAuto) return asked;
-  // The fused epilogue sends whole tiles to one owner, so it needs row blocks of whole tiles.
-  return rows_per_member % store_tile_m() == 0 ? ReduceScatterPattern::kFusedSequential
-                                               : ReduceScatterPattern::kBulkSynchronous;
+/// Whether `pattern` can run with row blocks of `rows_per_member` rows: the fused epilogue sends
+/// whole tiles to one owner, so it needs row blocks of whole tiles; the others take any.
+bool runs(ReduceScatterPattern pattern, int rows_per_member) {
+  return pattern != ReduceScatterPattern::kFusedSequential || rows_per_member % store_tile_m() == 0;
+}
+
+/// kAuto: the measured table (IRIS_OPS_TUNING; none compiled in) for (W, M, N, K of all ranks
+/// together, as the benchmark reports it), else the rule: fused sequential when the row blocks
+/// are whole tiles, else bulk-synchronous.
+ReduceScatterPattern resolve_pattern(const GemmReduceScatterArguments& args, int members) {
+  if (args.pattern != ReduceScatterPattern::kAuto) return args.pattern;
+  const int rows = args.m / members;
+  const auto rule = runs(ReduceScatterPattern::kFusedSequential, rows)
+                        ? ReduceScatterPattern::kFusedSequential
+                        : ReduceScatterPattern::kBulkSynchronous;
+  return OpsTuning::current()
+      .choose(members, args.m, args.n, static_cast<int>(std::int64_t{args.k} * members), rule,
+              [&](ReduceScatterPattern p) { return runs(p, rows); })
+      .pattern;
 }
 }  // namespace
 
@@ -95,10 +110,9 @@ Status GemmReduceScatter::can_implement(const Context& ctx,
                            " equal row blocks; M must be a multiple of the team size");
   // Producer-consumer and workgroup-specialized take any such M: their reducer sums only this
   // rank's rows of a tile that also holds another member's, so, as bulk-synchronous, they need
-  // no whole tiles per block.
+  // no whole tiles per block. kAuto never resolves to a pattern that cannot run the problem.
   const int rows = args.m / team.size;
-  const auto pattern = detail::resolve_pattern(args.pattern, rows);
-  if (pattern == ReduceScatterPattern::kFusedSequential && rows % detail::store_tile_m() != 0)
+  if (!detail::runs(args.pattern, rows))
     return Status::failure(
         "the fused pattern sends whole tiles to the owner of their rows: M / team.size = " +
         std::to_string(rows) + " must be a multiple of " + std::to_string(detail::store_tile_m()) +
@@ -129,7 +143,7 @@ void GemmReduceScatter::initialize(const GemmReduceScatterArguments& args, void*
   s.me = s.team.index_of(ctx.rank());
   s.trace = args.trace != nullptr ? args.trace->device() : detail::TraceBuffer{};
   const int rows = args.m / s.team.size;
-  s.pattern = detail::resolve_pattern(args.pattern, rows);
+  s.pattern = detail::resolve_pattern(args, s.team.size);
   auto* c = static_cast<detail::RsElement*>(args.c);
 
   // Symmetric allocations are collective: every member makes the same ones in the same order.

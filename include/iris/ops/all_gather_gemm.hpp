@@ -70,16 +70,17 @@
 namespace iris::ops {
 
 enum class AllGatherPattern {
-  /// bulk-synchronous where ranks share a GPU (measured: copies and GEMMs compete for one
-  /// GPU); with one GPU per rank, producer-consumer when the team has more than one member and
-  /// each shard has at least 128 rows (a GEMM of fewer rows leaves most SMs idle), else
-  /// bulk-synchronous (not yet measured on several GPUs: docs/ops.md)
+  /// the measured table's choice (IRIS_OPS_TUNING's "all_gather_gemm" section; docs/ops.md);
+  /// where it has none, the rule: bulk-synchronous where ranks share a GPU (measured: copies and
+  /// GEMMs compete for one GPU); with one GPU per rank, producer-consumer when the team has more
+  /// than one member and each shard has at least 128 rows (a GEMM of fewer rows leaves most SMs
+  /// idle), else bulk-synchronous (not yet measured on several GPUs: docs/ops.md)
   kAuto,
   kBulkSynchronous,   ///< iris::ccl all_gather of A, then one GEMM
   kProducerConsumer,  ///< GEMM per shard, local first, while the copy engines pull the peers'
   /// one GEMM whose mainloop waits per tile for the shard flag of its A rows, while the copy
-  /// engines pull the peers' shards and raise their flags (never chosen by kAuto: not yet
-  /// measured)
+  /// engines pull the peers' shards and raise their flags (never chosen by kAuto's rule: not yet
+  /// measured; a measured table may)
   kFusedMainloop,
 };
 

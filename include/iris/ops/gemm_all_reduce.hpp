@@ -84,12 +84,14 @@
 namespace iris::ops {
 
 enum class AllReducePattern {
-  /// bulk-synchronous where ranks share a GPU (measured: the fused forms' reducers take the
-  /// SMs the GEMMs need); with one GPU per rank, one-shot when its slots (W x M x N bf16) take
-  /// at most 32 MiB (latency-bound sizes, and any size for W = 2, where both fused forms send
-  /// the same bytes), else two-shot when M / W is whole 128-row tiles, else bulk-synchronous
-  /// (a rule from byte counts, not yet measured on several GPUs: docs/ops.md); never
-  /// producer-consumer or workgroup-specialized (not measured yet)
+  /// the measured table's choice (IRIS_OPS_TUNING's "gemm_all_reduce" section; docs/ops.md);
+  /// where it has none, the rule: bulk-synchronous where ranks share a GPU (measured: the fused
+  /// forms' reducers take the SMs the GEMMs need); with one GPU per rank, one-shot when its
+  /// slots (W x M x N bf16) take at most 32 MiB (latency-bound sizes, and any size for W = 2,
+  /// where both fused forms send the same bytes), else two-shot when M / W is whole 128-row
+  /// tiles, else bulk-synchronous (a rule from byte counts, not yet measured on several GPUs:
+  /// docs/ops.md); the rule never picks producer-consumer or workgroup-specialized (not
+  /// measured yet)
   kAuto,
   kBulkSynchronous,  ///< GEMM into a symmetric buffer, then iris::ccl all_reduce
   kOneShot,  ///< the epilogue stores each tile to every member; each member reduces all tiles

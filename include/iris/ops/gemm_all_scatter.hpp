@@ -54,7 +54,8 @@ namespace iris::ops {
 
 enum class AllScatterPattern {
   /// The measured table's choice for (world size, M, N, K): the JSON file named by
-  /// IRIS_OPS_TUNING, else the compiled-in table (docs/ops.md says what it holds and why).
+  /// IRIS_OPS_TUNING, else the compiled-in table (docs/ops.md says what it holds and why), else
+  /// fused sequential.
   kAuto,
   kBulkSynchronous,   ///< GEMM, then an all-gather of the column blocks
   kFusedSequential,   ///< the epilogue stores every tile to every rank

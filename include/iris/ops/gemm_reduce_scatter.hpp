@@ -81,8 +81,10 @@
 namespace iris::ops {
 
 enum class ReduceScatterPattern {
-  /// fused sequential when the row blocks are whole tiles, else bulk-synchronous (never
-  /// producer-consumer or workgroup-specialized: not measured yet)
+  /// the measured table's choice (IRIS_OPS_TUNING's "gemm_reduce_scatter" section; docs/ops.md);
+  /// where it has none, the rule: fused sequential when the row blocks are whole tiles, else
+  /// bulk-synchronous (the rule never picks producer-consumer or workgroup-specialized: not
+  /// measured yet)
   kAuto,
   kBulkSynchronous,  ///< GEMM into a symmetric buffer, then iris::ccl reduce_scatter
   kFusedSequential,  ///< the epilogue sends each tile to its rows' owner; a reduction kernel sums
