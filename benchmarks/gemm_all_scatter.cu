@@ -28,6 +28,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -164,7 +165,7 @@ void single_rank(iris::Context& ctx, const example::Repeats& repeats, const std:
 /// iris::ops::Gemm at decode sizes: every configuration forced, the one the rule selects, and
 /// cuBLAS. Memory-bound (B is N x K), so the table also gives the bytes moved per second (A, B
 /// and D once each).
-void decode_sizes(const example::Repeats& repeats, const std::string& json) {
+void decode_sizes(iris::Context& ctx, const example::Repeats& repeats, const std::string& json) {
   using iris::ops::GemmConfig;
   constexpr int kN = 8192;
   const cudaStream_t stream = iris::bench::nonblocking_stream();
@@ -180,37 +181,41 @@ void decode_sizes(const example::Repeats& repeats, const std::string& json) {
       iris::bench::fill<<<1024, 256>>>(b, std::size_t(kN) * k, 2);
       iris::ops::GemmArguments args{.m = m, .n = kN, .k = k, .a = a, .b = b, .d = d};
       const GemmConfig chosen = iris::ops::Gemm::select_config(args);
-      const auto time_us = [&](GemmConfig config) {
+      // Each configuration forced, timed in alternation with cuBLAS (paired: X_vs_cublas is the
+      // median over adjacent pairs); {time, cuBLAS time, cuBLAS / time}.
+      const auto timed = [&](GemmConfig config) {
         iris::ops::GemmArguments forced = args;
         forced.config = config;
         iris::ops::Gemm gemm;
         gemm.initialize(forced, nullptr, stream);  // owns the workspace it needs
-        return 1e3 * example::median_ms(stream, repeats, [&](long) { gemm.run(stream); });
+        const Paired p = paired_ms(
+            ctx, stream, repeats, [&] { gemm.run(stream); },
+            [&] { cublas_gemm(d, a, b, m, kN, k); }, [] {});
+        return std::array<double, 3>{1e3 * p.first_ms, 1e3 * p.second_ms, p.ratio};
       };
-      const double swap_ab = time_us(GemmConfig::kSwapAB);
-      const double small_m = time_us(GemmConfig::kSmallM);
-      const double large = time_us(GemmConfig::kLargeTile);
-      const double ours = chosen == GemmConfig::kSwapAB   ? swap_ab
-                          : chosen == GemmConfig::kSmallM ? small_m
-                                                          : large;
-      const double theirs =
-          1e3 * example::median_ms(stream, repeats, [&](long) { cublas_gemm(d, a, b, m, kN, k); });
+      const auto swap_ab = timed(GemmConfig::kSwapAB);
+      const auto small_m = timed(GemmConfig::kSmallM);
+      const auto large = timed(GemmConfig::kLargeTile);
+      const auto& ours = chosen == GemmConfig::kSwapAB   ? swap_ab
+                         : chosen == GemmConfig::kSmallM ? small_m
+                                                         : large;
+      const double theirs = ours[1];
       const double bytes = 2.0 * (double(kN) * k + double(m) * k + double(m) * kN);
       iris::bench::Row row;
       row.number("M", m, "%.0f").number("N", kN, "%.0f").number("K", k, "%.0f");
       row.text("config", std::string(iris::ops::to_string(chosen)));
-      row.number("iris_us", ours, "%.1f")
-          .number("iris_GBps", example::gb_per_s(bytes, ours * 1e-3), "%.0f");
-      row.number("swap_ab_us", swap_ab, "%.1f")
-          .number("swap_ab_GBps", example::gb_per_s(bytes, swap_ab * 1e-3), "%.0f");
-      row.number("small_m_us", small_m, "%.1f").number("large_tile_us", large, "%.1f");
+      row.number("iris_us", ours[0], "%.1f")
+          .number("iris_GBps", example::gb_per_s(bytes, ours[0] * 1e-3), "%.0f");
+      row.number("swap_ab_us", swap_ab[0], "%.1f")
+          .number("swap_ab_GBps", example::gb_per_s(bytes, swap_ab[0] * 1e-3), "%.0f");
+      row.number("small_m_us", small_m[0], "%.1f").number("large_tile_us", large[0], "%.1f");
       row.number("cublas_us", theirs, "%.1f")
           .number("cublas_GBps", example::gb_per_s(bytes, theirs * 1e-3), "%.0f");
-      row.number("iris_vs_cublas", theirs / ours)
-          .number("swap_ab_vs_cublas", theirs / swap_ab)
-          .number("small_m_vs_cublas", theirs / small_m)
-          .number("swap_ab_vs_small_m", small_m / swap_ab)
-          .number("iris_vs_large_tile", large / ours);
+      row.number("iris_vs_cublas", ours[2])
+          .number("swap_ab_vs_cublas", swap_ab[2])
+          .number("small_m_vs_cublas", small_m[2])
+          .number("swap_ab_vs_small_m", small_m[0] / swap_ab[0])
+          .number("iris_vs_large_tile", large[0] / ours[0]);
       rows.push_back(row);
       IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
       cudaFree(a);
@@ -225,9 +230,11 @@ void decode_sizes(const example::Repeats& repeats, const std::string& json) {
   iris::bench::report(
       "gemm at decode sizes (bf16 -> bf16), one rank", rows, path,
       "config = the configuration the shape rule selects (docs/ops.md), iris_us its time; "
-      "swap_ab_us, small_m_us, large_tile_us = each configuration forced; X_vs_cublas = cuBLAS "
-      "time / X time; swap_ab_vs_small_m = small-M time / swap-AB time; iris_vs_large_tile = "
-      "large-tile time / iris time; GBps = (A + B + D bytes) / time");
+      "swap_ab_us, small_m_us, large_tile_us = each configuration forced, timed in alternation "
+      "with cuBLAS (cublas_us: the samples paired with the selected one); X_vs_cublas = median "
+      "over adjacent pairs of cuBLAS time / X time; swap_ab_vs_small_m = small-M time / swap-AB "
+      "time; iris_vs_large_tile = large-tile time / iris time (medians, not paired); GBps = (A + "
+      "B + D bytes) / time");
 }
 
 void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const std::string& json,
@@ -487,11 +494,11 @@ int main(int argc, char** argv) {
   std::vector<Shape> variant_shapes;
   if (ctx.world_size() == 1) {
     if (iris::bench::has_flag(argc, argv, "--decode")) {
-      decode_sizes(repeats, json);
+      decode_sizes(ctx, repeats, json);
       return 0;
     }
     single_rank(ctx, repeats, json);
-    decode_sizes(repeats, json);
+    decode_sizes(ctx, repeats, json);
     variant_shapes = {{1024, 4096, 14336}, {4096, 4096, 14336}, {8192, 8192, 8192}};
   } else {
     const char* tune = example::string_arg(argc, argv, "--tune");

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cuda/std/utility>
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/arch/barrier.h"
@@ -169,8 +170,24 @@ class TileStoreEpilogue {
     static_assert(decltype(size(thread_coords))::value == decltype(size(accumulators))::value,
                   "one coordinate per accumulator");
     ElementD* staged = reinterpret_cast<SharedStorage*>(smem)->tile;
-    cutlass::NumericConverter<ElementD, float> convert;
     ElementD* tile_d = params_.d + corner;
+
+    // Which accumulators a column pass takes is known at compile time. Each consumer warpgroup
+    // holds one wgmma atom of 64 x BLK_N, whose C fragment is (2, 2, BLK_N / 8) values per
+    // thread: a column pair, a row 8 below, the group of 8 columns. Accumulator i thus sits at
+    // column 2 * (lane % 4) + i % 2 + 8 * (i / 4), and the kPerPass accumulators from
+    // pass * kPerPass on are exactly the pass's columns, with i and i + 1 (i even) one row's two
+    // adjacent columns: one 4-byte pair in shared memory. (A run-time test of every accumulator's
+    // column on every pass cost more instructions than the rest of the epilogue.)
+    static_assert(std::is_same_v<cute::remove_cvref_t<decltype(shape(accumulators))>,
+                                 cute::remove_cvref_t<decltype(make_shape(
+                                     make_shape(_2{}, _2{}, Int<kBlockN / 8>{}), _1{}, _1{}))>>,
+                  "the epilogue expects one 64 x BLK_N wgmma atom per consumer warpgroup");
+    static_assert(sizeof(ElementD) == 2, "pairs of 16-bit outputs are 4-byte shared stores");
+    constexpr int kPerPass = decltype(size(accumulators))::value / kPasses;
+    static_assert(kPassCols % 8 == 0 && kPerPass % 2 == 0, "whole column groups per pass");
+    using Pair = cutlass::Array<ElementD, 2>;
+    cutlass::NumericArrayConverter<ElementD, float, 2> convert;
 
     // Each thread moves kUnits 16-byte units per pass: all loaded from shared memory first, then
     // stored to every receiver, so a thread keeps kUnits stores in flight per receiver.
@@ -181,19 +198,22 @@ class TileStoreEpilogue {
     static_assert(kBlockM * kUnitsPerRow % consumer_warpgroups::num_threads() == 0,
                   "whole units per thread");
 
-    CUTLASS_PRAGMA_NO_UNROLL
-    for (int pass = 0; pass < kPasses; ++pass) {
+    cute::for_each(cute::make_int_sequence<kPasses>{}, [&](auto pass_index) {
+      constexpr int pass = decltype(pass_index)::value;
       const int c0 = pass * kPassCols;
       const int pass_units = imin(kPassCols, cols - c0) / kElementsPerUnit;  // N % 8 == 0
-      if (pass_units <= 0) break;  // the same for every thread
+      if (pass_units <= 0) return;  // the same for every thread (and for every later pass)
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(accumulators); ++i) {
+      for (int i = pass * kPerPass; i < (pass + 1) * kPerPass; i += 2) {
         const int r = get<0>(thread_coords(i));
         const int c = get<1>(thread_coords(i)) - c0;
-        if (c >= 0 && c < kPassCols) staged[r * kSmemCols + c] = convert(accumulators(i));
+        cutlass::Array<float, 2> both;
+        both[0] = accumulators(i);
+        both[1] = accumulators(i + 1);
+        *reinterpret_cast<Pair*>(staged + r * kSmemCols + c) = convert(both);
       }
       group.sync();  // the pass is staged; every thread's stores of the CTA's previous tile precede
-      if (pass == 0) raise_pending();
+      if constexpr (pass == 0) raise_pending();
       uint4 units[kUnits];
       int offsets[kUnits];  // element offset in D from the pass's corner; -1: outside D
       CUTLASS_PRAGMA_UNROLL
@@ -216,7 +236,7 @@ class TileStoreEpilogue {
         for (int u = 0; u < kUnits; ++u)
           if (offsets[u] >= 0) *reinterpret_cast<uint4*>(peer + offsets[u]) = units[u];
       }
-    }
+    });
     // The tile's flags rise after the group's next sync (raise_pending), not here.
     if (group.thread_rank() == 0 && store.flags != nullptr)
       pending_ = {store.flags + store.flag_offset + flag_tile, first, count, tile};
