@@ -156,6 +156,10 @@ void parse_section(const json::JsonReader& reader, const Section& section,
         const int v = number();
         if (v > 4096)
           fail_in(reader, section, value.offset, "\"" + key + "\" must be at most 4096");
+        if (key == "gemm_sms" && v == 1)
+          fail_in(reader, section, value.offset,
+                  "\"gemm_sms\" 1 cannot hold the GEMM's 2-CTA clusters (0: the op's split, or "
+                  "2 or more)");
         (key == "gemm_sms" ? e.gemm_sms : e.comm_blocks) = v;
       } else {
         fail_in(reader, section, value.offset, "unknown key \"" + key + "\"");

@@ -235,6 +235,9 @@ TEST(OpsTuning, RefusesMalformedTablesWithASentence) {
   EXPECT_THAT(refusal(R"({"gemm_all_scatter": [{"world": 2, "m": 1, "n": 8, "k": 8,
                          "pattern": "fused_sequential", "comm_blocks": 5000}]})"),
               testing::HasSubstr("\"comm_blocks\" must be at most 4096"));
+  EXPECT_THAT(refusal(R"({"gemm_all_scatter": [{"world": 2, "m": 1, "n": 8, "k": 8,
+                         "pattern": "workgroup_specialized", "gemm_sms": 1}]})"),
+              testing::HasSubstr("\"gemm_sms\" 1 cannot hold the GEMM's 2-CTA clusters"));
   EXPECT_THAT(refusal(R"({"gemm_reduce_scatter": [{"world": 2, "m": 8, "n": 8, "k": 8,
                          "pattern": "fused_sequential", "comm_blocks": 4}]})"),
               testing::HasSubstr("\"gemm_reduce_scatter\": \"comm_blocks\" is not a field of "
