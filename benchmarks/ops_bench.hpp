@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -240,6 +241,52 @@ inline void write_tuning(const Context& ctx, const std::string& path,
   iris::ops::detail::write_tuning_entries(path, op, ctx.world_size(), std::move(entries));
   std::printf("kAuto table: section \"%s\" of %s (IRIS_OPS_TUNING=%s)\n",
               std::string(iris::ops::detail::section_of(op)).c_str(), path.c_str(), path.c_str());
+}
+
+/// Two ops on the same operands, timed in alternation in one run.
+struct Paired {
+  double first_ms = 0, second_ms = 0;  ///< each one's median (the slowest rank's)
+  double ratio = 0;   ///< median over consecutive pairs of second / first (the largest rank's)
+  double spread = 0;  ///< median over the pairs of |second / first - 1| (the largest rank's)
+};
+
+/// Times `first()` and `second()` (each queues one run of a collective op, or of a single-rank
+/// one, on `stream`) alternately: call c runs `second` when c is odd, so samples 2j and 2j + 1 hold
+/// one of each, taken back to back, and drift (clocks, temperature) cancels out of their ratio.
+/// `before()` queues what precedes each sample, untimed.
+template <class First, class Second, class Before>
+inline Paired paired_ms(iris::Context& ctx, cudaStream_t stream, const example::Repeats& repeats,
+                        First&& first, Second&& second, Before&& before) {
+  example::Repeats alternating = repeats;
+  alternating.calls_per_sample = 1;
+  alternating.samples = 2 * repeats.samples;
+  const auto is_second = [](long call) { return call % 2 == 1; };
+  const std::vector<double> samples = example::time_calls_ms(
+      stream, alternating,
+      [&](long call) {
+        if (is_second(call))
+          second();
+        else
+          first();
+      },
+      [&] {
+        before();
+        ctx.device_barrier(stream);
+      });
+  std::vector<double> firsts, seconds, ratios, spreads;
+  for (std::size_t s = 0; s + 1 < samples.size(); s += 2) {
+    double a = samples[s], b = samples[s + 1];
+    if (is_second(alternating.warmup + static_cast<long>(s))) std::swap(a, b);
+    firsts.push_back(a);
+    seconds.push_back(b);
+    ratios.push_back(b / a);
+    spreads.push_back(std::abs(b / a - 1));
+  }
+  auto& bootstrap = ctx.bootstrap();
+  return {slowest_rank(bootstrap, example::summarize(firsts).median),
+          slowest_rank(bootstrap, example::summarize(seconds).median),
+          slowest_rank(bootstrap, example::summarize(ratios).median),
+          slowest_rank(bootstrap, example::summarize(spreads).median)};
 }
 
 }  // namespace iris::bench

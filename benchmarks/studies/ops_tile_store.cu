@@ -22,29 +22,6 @@ namespace {
 using iris::bench::bf16;
 using iris::bench::Shape;
 
-/// Median over adjacent pairs of first / second, `first` and `second` queued in alternation.
-template <class First, class Second>
-double paired_ratio(cudaStream_t stream, const example::Repeats& repeats, First&& first,
-                    Second&& second) {
-  example::Repeats alternating = repeats;
-  alternating.calls_per_sample = 1;
-  alternating.samples = 2 * repeats.samples;
-  const auto is_second = [&](long call) { return call % 2 == 1; };
-  const std::vector<double> samples = example::time_calls_ms(stream, alternating, [&](long call) {
-    if (is_second(call))
-      second();
-    else
-      first();
-  });
-  std::vector<double> ratios;
-  for (std::size_t s = 0; s + 1 < samples.size(); s += 2) {
-    double a = samples[s], b = samples[s + 1];
-    if (is_second(alternating.warmup + static_cast<long>(s))) std::swap(a, b);
-    ratios.push_back(a / b);
-  }
-  return example::summarize(ratios).median;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,10 +61,15 @@ int main(int argc, char** argv) {
       with_flags->initialize(args, &flagged, nullptr, stream);
       no_flags->initialize(args, &unflagged, nullptr, stream);
       const auto run_plain = [&] { plain.run(stream); };
+      // ratio: plain time / variant time, the median over adjacent pairs.
       const double flagged_ratio =
-          paired_ratio(stream, repeats, run_plain, [&] { with_flags->run(stream); });
+          iris::bench::paired_ms(
+              ctx, stream, repeats, [&] { with_flags->run(stream); }, run_plain, [] {})
+              .ratio;
       const double unflagged_ratio =
-          paired_ratio(stream, repeats, run_plain, [&] { no_flags->run(stream); });
+          iris::bench::paired_ms(
+              ctx, stream, repeats, [&] { no_flags->run(stream); }, run_plain, [] {})
+              .ratio;
       iris::bench::Row row;
       row.number("M", s.m, "%.0f").number("N", s.n, "%.0f").number("K", s.k, "%.0f");
       row.number("tile_store_flags", flagged_ratio).number("tile_store_no_flags", unflagged_ratio);
