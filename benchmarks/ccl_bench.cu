@@ -22,6 +22,9 @@
 // with ranks sharing a GPU (or without NCCL in the build) the table says it was skipped.
 // --tune writes the selection table (fastest graph-mode algorithm per size range) as JSON for
 // IRIS_CCL_TUNING.
+// With all_reduce run up to 64 KiB: its fastest graph-mode time per size against one barrier
+// across the same ranks replayed from a graph in the same run (ctx.device_barrier, and
+// iris::ccl's barrier collective).
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -45,6 +48,8 @@ using iris::ccl::ReduceOp;
 
 /// Blocks one call takes at most (Options::max_blocks' limit, the workspace's channels).
 constexpr int kChannelLimit = 128;
+/// Sizes up to this are compared with a barrier's latency (the small all_reduce table).
+constexpr std::size_t kLatencyBytes = std::size_t{64} << 10;
 
 struct Case {
   Collective collective;
@@ -303,7 +308,9 @@ int main(int argc, char** argv) {
         iris::bench::slowest_rank(ctx.bootstrap(), static_cast<double>(host)));
   };
 
-  auto time_ms = [&](Case k, std::size_t size, bool graph, int blocks) {
+  // The median time of one call that `enqueue_one` queues on `stream` (`size` bytes: how many
+  // calls a sample takes), eager or replayed from a graph of a sample's calls; the slowest rank's.
+  auto timed = [&](auto&& enqueue_one, std::size_t size, bool graph) {
     example::Repeats repeats;
     repeats.samples = samples;
     repeats.warmup = 2;
@@ -312,14 +319,14 @@ int main(int argc, char** argv) {
                                                                  : 1;
     double ms = 0;
     if (!graph) {
-      ms = example::summarize(example::time_calls_ms(
-                                  stream, repeats, [&](long) { enqueue(k, size, blocks); },
-                                  [&] { comm.barrier(stream); }))
+      ms = example::summarize(
+               example::time_calls_ms(
+                   stream, repeats, [&](long) { enqueue_one(); }, [&] { comm.barrier(stream); }))
                .median;
     } else {
       cudaGraph_t g;
       IRIS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < repeats.calls_per_sample; ++i) enqueue(k, size, blocks);
+      for (int i = 0; i < repeats.calls_per_sample; ++i) enqueue_one();
       IRIS_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
       cudaGraphExec_t exec;
       IRIS_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
@@ -335,6 +342,9 @@ int main(int argc, char** argv) {
       IRIS_CUDA_CHECK(cudaGraphDestroy(g));
     }
     return iris::bench::slowest_rank(ctx.bootstrap(), ms);
+  };
+  auto time_ms = [&](Case k, std::size_t size, bool graph, int blocks) {
+    return timed([&] { enqueue(k, size, blocks); }, size, graph);
   };
 
   std::vector<std::size_t> sizes;
@@ -438,6 +448,28 @@ int main(int argc, char** argv) {
     ceiling.push_back(row);
   }
 
+  // Small all_reduce in graph mode against one barrier across the same ranks, also in graph
+  // mode, in the same run: the host's ctx.device_barrier (one warp meeting every rank) and
+  // iris::ccl's own barrier (a collective kernel with nothing to move).
+  std::vector<iris::bench::Row> latency_rows;
+  const auto& small = best[static_cast<int>(Collective::kAllReduce)];
+  if (std::any_of(small.begin(), small.end(),
+                  [](const Best& b) { return b.algorithm != Algorithm::kAuto; })) {
+    const double device_barrier_ms = timed([&] { ctx.device_barrier(stream); }, 0, true);
+    const double ccl_barrier_ms = timed([&] { comm.barrier(stream); }, 0, true);
+    for (std::size_t i = 0; i < sizes.size() && sizes[i] <= kLatencyBytes; ++i) {
+      if (small[i].algorithm == Algorithm::kAuto) continue;
+      iris::bench::Row row;
+      row.number("size", static_cast<double>(sizes[i]), "%.0f")
+          .text("fastest", std::string(iris::ccl::to_string(small[i].algorithm)))
+          .number("time_us", small[i].ms * 1e3, "%.2f")
+          .number("device_barrier_us", device_barrier_ms * 1e3, "%.2f")
+          .number("ccl_barrier_us", ccl_barrier_ms * 1e3, "%.2f")
+          .number("vs_device_barrier", small[i].ms / device_barrier_ms, "%.2f");
+      latency_rows.push_back(row);
+    }
+  }
+
   // SM budget: bandwidth against blocks per call at the largest size: powers of two up to the
   // collective's default budget, the budget, and past it up to twice the budget (at most the
   // channel limit). The default budget is half of what the GPU holds at once across the ranks
@@ -491,6 +523,13 @@ int main(int argc, char** argv) {
                         note);
     iris::bench::report("ccl_bench: cudaMemcpy D2D ceiling (read + write bytes)", ceiling,
                         json.empty() ? "" : json + ".memcpy.json");
+    if (!latency_rows.empty())
+      iris::bench::report(
+          "ccl_bench: small all_reduce (graph) against one barrier (graph)", latency_rows,
+          json.empty() ? "" : json + ".latency.json",
+          note +
+              "; fastest: the fastest all_reduce algorithm at the size; vs_device_barrier = "
+              "time / device_barrier time (the mark: within 2x up to 64 KiB)");
     iris::bench::report("ccl_bench: busbw against the SM budget", budget_rows,
                         json.empty() ? "" : json + ".budget.json", note);
     if (use_nccl)
