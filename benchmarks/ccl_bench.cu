@@ -6,6 +6,8 @@
 //
 //   iris-run -n 8 ./bench_ccl_bench [--max-bytes 256M] [--samples 9] [--json out.json]
 //                                   [--tune tuning.json] [--collectives all_reduce,all_gather]
+//                                   [--threads 256] (CommunicatorOptions::threads)
+//                                   [--calls 20] (calls per sample and per graph up to 1 MiB)
 //
 // size: bytes of the larger buffer as nccl-tests counts it (all_gather: the output,
 // reduce_scatter: the input, all_to_all: either). algbw = size / time; busbw = algbw x
@@ -147,11 +149,17 @@ int main(int argc, char** argv) {
   const std::string json = iris::bench::json_path_from_args(argc, argv);
   const std::string tune = string_arg(argc, argv, "--tune", "");
   const std::string only = string_arg(argc, argv, "--collectives", "");
+  // Calls per sample (and per graph) up to 1 MiB: the first call of a sample absorbs the ranks'
+  // skew, so more calls spread it thinner.
+  const int small_calls = static_cast<int>(example::number_arg(argc, argv, "--calls", 20));
 
   iris::ContextOptions options;
   options.heap_size = 2 * max_bytes + (std::size_t{96} << 20);
   iris::Context ctx = iris::Context::from_env(options);
-  iris::ccl::Communicator comm(ctx);
+  iris::ccl::CommunicatorOptions comm_options;
+  comm_options.threads =
+      static_cast<int>(example::number_arg(argc, argv, "--threads", comm_options.threads));
+  iris::ccl::Communicator comm(ctx, comm_options);
   const int n = comm.size();
   const bool leader = ctx.rank() == 0;
 
@@ -314,7 +322,7 @@ int main(int argc, char** argv) {
     example::Repeats repeats;
     repeats.samples = samples;
     repeats.warmup = 2;
-    repeats.calls_per_sample = size <= (std::size_t{1} << 20)    ? 20
+    repeats.calls_per_sample = size <= (std::size_t{1} << 20)    ? small_calls
                                : size <= (std::size_t{64} << 20) ? 4
                                                                  : 1;
     double ms = 0;
@@ -518,7 +526,8 @@ int main(int argc, char** argv) {
         "ranks " + std::to_string(n) + (one_gpu ? " sharing one GPU" : " on separate GPUs") +
         ", SM budget " + std::to_string(comm.max_blocks(Collective::kAllReduce)) +
         " blocks (reducing), " + std::to_string(comm.max_blocks(Collective::kAllGather)) +
-        " (moving); " + nccl_note;
+        " (moving), " + std::to_string(comm_options.threads) + " threads per block, " +
+        std::to_string(small_calls) + " calls per sample up to 1 MiB; " + nccl_note;
     iris::bench::report("ccl_bench: collectives (" + std::to_string(n) + " ranks)", rows, json,
                         note);
     iris::bench::report("ccl_bench: cudaMemcpy D2D ceiling (read + write bytes)", ceiling,
