@@ -93,9 +93,13 @@ double hbm_bytes(Case k, double size, int n) {
   double per_rank = 0;
   switch (k.collective) {
     case Collective::kAllReduce:
-      per_rank = k.algorithm == Algorithm::kOneShot       ? 4.0 * (n - 1) * size + 2 * size
-                 : k.algorithm == Algorithm::kOneShotPull ? (n + 1.0) * size
-                                                          : 2.0 * size;
+      // Packets are 16 bytes per 8 of payload. one_shot: n - 1 copies out and in; two_shot in
+      // packets: the n - 1 foreign shares out to their owners and read there, the owner's
+      // results out and read by the others, 4 (n - 1) / n of the message in packets each way.
+      per_rank = k.algorithm == Algorithm::kOneShot          ? 4.0 * (n - 1) * size + 2 * size
+                 : k.algorithm == Algorithm::kTwoShotPackets ? 8.0 * (n - 1) * size / n + 2 * size
+                 : k.algorithm == Algorithm::kOneShotPull    ? (n + 1.0) * size
+                                                             : 2.0 * size;
       break;
     case Collective::kReduceScatter:
       // pull: every part read once, one part written; ring: in each of n - 1 steps a part of
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
   std::vector<Case> cases = {{Collective::kAllReduce, Algorithm::kOneShot},
                              {Collective::kAllReduce, Algorithm::kOneShotPull},
                              {Collective::kAllReduce, Algorithm::kTwoShot},
+                             {Collective::kAllReduce, Algorithm::kTwoShotPackets},
                              {Collective::kAllGather, Algorithm::kPull},
                              {Collective::kAllGather, Algorithm::kPush},
                              {Collective::kAllGather, Algorithm::kRing},
@@ -275,9 +280,9 @@ int main(int argc, char** argv) {
   auto runnable = [&](Case k, std::size_t size) {
     if (size < sizeof(float) * n) return false;
     if (k.nccl) return true;
-    if (k.collective == Collective::kAllReduce && k.algorithm == Algorithm::kOneShot)
-      return size <= comm.one_shot_capacity();
-    return true;
+    const bool whole =
+        k.collective == Collective::kAllReduce || k.collective == Collective::kBroadcast;
+    return comm.cannot_run(k.collective, k.algorithm, whole ? size : size / n).empty();
   };
   // Wrong elements of one all_reduce / reduce_scatter of ones*(rank+1) (sum: n(n+1)/2), or of a
   // movement (checked as floats equal to rank+1 of the source... every float is rank-dependent,

@@ -103,15 +103,20 @@ struct Communicator::State {
             barriers.device()};
   }
 
-  std::size_t one_shot_capacity() const {
-    return detail::packet_payload_capacity(options.packet_bytes, team.size);
+  std::size_t packet_capacity(Algorithm algorithm) const {
+    if (algorithm == Algorithm::kOneShot)
+      return detail::packet_payload_capacity(options.packet_bytes, team.size);
+    if (algorithm == Algorithm::kTwoShotPackets)
+      return detail::two_shot_payload_capacity(options.packet_bytes, team.size);
+    return 0;
   }
 
   /// Why `algorithm` cannot run this call, or null.
   const char* unfit(Collective c, Algorithm algorithm, std::size_t bytes, bool in_place) const {
     if (!collective_has(c, algorithm)) return "the collective has no such algorithm";
     if (c == Collective::kAllReduce) {
-      if (algorithm == Algorithm::kOneShot && bytes > one_shot_capacity())
+      if ((algorithm == Algorithm::kOneShot || algorithm == Algorithm::kTwoShotPackets) &&
+          bytes > packet_capacity(algorithm))
         return "the message is larger than the packet slots take (CommunicatorOptions::"
                "packet_bytes)";
       if (algorithm == Algorithm::kOneShotPull && in_place)
@@ -168,7 +173,9 @@ struct Communicator::State {
     if (blocks <= 0 || blocks > kMaxChannels) blocks = reduces(c) ? max_blocks : move_max_blocks;
     if (plan.chunk == 0)
       plan.chunk =
-          plan.algorithm == Algorithm::kOneShot ? kDefaultPacketChunkBytes : kDefaultChunkBytes;
+          plan.algorithm == Algorithm::kOneShot || plan.algorithm == Algorithm::kTwoShotPackets
+              ? kDefaultPacketChunkBytes
+              : kDefaultChunkBytes;
     plan.blocks = static_cast<int>(std::clamp<std::size_t>(ceil_div(bytes, plan.chunk), 1, blocks));
     return plan;
   }
@@ -330,8 +337,17 @@ int Communicator::max_blocks() const {
 int Communicator::max_blocks(Collective collective) const {
   return reduces(collective) ? state_->max_blocks : state_->move_max_blocks;
 }
-std::size_t Communicator::one_shot_capacity() const {
-  return state_->one_shot_capacity();
+std::size_t Communicator::packet_capacity(Algorithm algorithm) const {
+  if (algorithm != Algorithm::kOneShot && algorithm != Algorithm::kTwoShotPackets)
+    throw Error(Errc::kInvalidArgument,
+                "iris::ccl::Communicator::packet_capacity: " + std::string(to_string(algorithm)) +
+                    " is not an all_reduce in packets");
+  return state_->packet_capacity(algorithm);
+}
+std::string_view Communicator::cannot_run(Collective collective, Algorithm algorithm,
+                                          std::size_t bytes, bool in_place) const {
+  const char* why = state_->unfit(collective, algorithm, bytes, in_place);
+  return why == nullptr ? std::string_view() : std::string_view(why);
 }
 device::Communicator Communicator::device() const {
   return state_->handle();
@@ -366,7 +382,7 @@ void Communicator::all_reduce(void* dst, const void* src, std::size_t count, Dat
   const bool in_place = dst == src;
   const Plan plan = s.plan(Collective::kAllReduce, bytes, options, in_place, kCall);
   s.make_current();
-  if (plan.algorithm == Algorithm::kOneShot) {
+  if (plan.algorithm == Algorithm::kOneShot || plan.algorithm == Algorithm::kTwoShotPackets) {
     detail::PacketParams p{};
     p.comm = s.handle();
     p.op = op;
@@ -375,7 +391,15 @@ void Communicator::all_reduce(void* dst, const void* src, std::size_t count, Dat
     p.count = count;
     const std::size_t packets = ceil_div(bytes, detail::kPacketPayload);
     p.tile_packets = ceil_div(packets, plan.blocks);
-    p.slots_per_sender = s.options.packet_bytes / 2 / s.team.size / detail::kPacketBytes;
+    p.slots_per_sender = detail::packets_per_sender(s.options.packet_bytes, s.team.size);
+    if (plan.algorithm == Algorithm::kTwoShotPackets) {
+      const detail::TwoShotSlots slots =
+          detail::two_shot_slots(s.options.packet_bytes, s.team.size);
+      p.two_shot = true;
+      p.chunk_words = detail::two_shot_chunk_words(packets, s.team.size);
+      p.results_slots = slots.results;
+      p.contribution_slots = slots.contributions;
+    }
     const int blocks = static_cast<int>(ceil_div(packets, p.tile_packets));
     detail::launch_all_reduce_packets(p, type, blocks, s.options.threads, stream);
     return;

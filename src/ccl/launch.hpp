@@ -41,6 +41,7 @@ struct ReduceParams {
   std::size_t slot;   ///< ring reduce_scatter: accumulators per staging slot
 };
 
+/// The all_reduces in packets (workspace.hpp has their slots' layout).
 struct PacketParams {
   device::Communicator comm;
   ReduceOp op;
@@ -48,7 +49,11 @@ struct PacketParams {
   const void* src;
   std::size_t count;
   std::size_t tile_packets;      ///< packets per block
-  std::size_t slots_per_sender;  ///< packets of one sender in one parity
+  std::size_t slots_per_sender;  ///< packets of one sender in one parity of the one-shot
+  bool two_shot;                 ///< the two-shot in packets; the one-shot otherwise
+  std::size_t chunk_words;       ///< two-shot: two_shot_chunk_words of the message
+  std::size_t results_slots;     ///< two-shot: TwoShotSlots of the communicator
+  std::size_t contribution_slots;
 };
 
 enum class MoveKind : int {

@@ -1,6 +1,6 @@
-// The reducing collectives' kernels: all_reduce (one-shot packets, one-shot pull, two-shot),
-// reduce_scatter (pull, ring) and reduce. One kernel per element type; the operator is chosen at
-// run time.
+// The reducing collectives' kernels: all_reduce (one-shot and two-shot in packets, one-shot
+// pull, two-shot), reduce_scatter (pull, ring) and reduce. One kernel per element type; the
+// operator is chosen at run time.
 #include <algorithm>
 
 #include "ccl/launch.hpp"
@@ -135,37 +135,71 @@ __noinline__ IRIS_DEVICE_FN std::uint64_t wait_packet(const iris::device::Contex
   return iris::device::packet_wait(ctx, slot, flag, from);
 }
 
-/// One-shot all_reduce in packets. Every rank writes its input, as packets flagged with the
-/// epoch, into its own slots on every other rank (parity epoch % 2), then reduces, in team
-/// order, its own input with what the others' packets carry. No exchange of flags: the packets
-/// are the flags (signals, not barriers: ccl/detail/sync.hpp). A thread owns packets i, i +
-/// blockDim, ...: for each it reads every member's packet at once (up to kMembersInFlight
-/// loads in flight) and waits only for those not there yet, so the wait costs about one read's
-/// latency rather than one per member. A rank reuses a parity's slots two calls later, by which
-/// time every reader of them has finished (it must have sent its packets of the call between, which
-/// it does only after its previous call ended).
-template <class T>
-__global__ void __launch_bounds__(kMaxThreads)
-    all_reduce_packets_kernel(const __grid_constant__ PacketParams p) {
-  using iris::device::packet;
-  const device::Communicator& comm = p.comm;
-  const auto& ctx = comm.ctx;
-  const std::uint64_t epoch = device::begin(comm);
-  const auto flag = static_cast<std::uint32_t>(epoch);
-  const int parity = static_cast<int>(epoch & 1);
+/// The word `i` of every member reduced in team order: this rank's own is `own`, member k's
+/// arrives in the packet at slot(k). Every member's packet is read at once (up to
+/// kMembersInFlight loads in flight) and only those not there yet are waited for, so the wait
+/// costs about one read's latency rather than one per member.
+template <class T, class Slot>
+IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Communicator& comm,
+                                                             ReduceOp op, std::uint64_t own,
+                                                             std::uint32_t flag, Slot slot) {
+  constexpr int E = sizeof(T) <= 8 ? 8 / sizeof(T) : 1;
   const int members = comm.team.size;
-  const std::size_t bytes = p.count * sizeof(T);
-  const std::size_t packets = iris::device::packets_for(bytes);
-  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * p.tile_packets;
-  const std::size_t last = first + p.tile_packets < packets ? first + p.tile_packets : packets;
-  auto* slots = reinterpret_cast<packet*>(comm.workspace + kControlBytes);
-  auto region = [&](int sender) {
-    return slots + (static_cast<std::size_t>(parity) * members + sender) * p.slots_per_sender;
-  };
-  const auto* src = static_cast<const std::byte*>(p.src);
-  auto* dst = static_cast<std::byte*>(p.dst);
-  check_args(comm, epoch,
-             {.code = kPacketCode,
+  acc_t<T> acc[E];
+  for (int k0 = 0; k0 < members; k0 += kMembersInFlight) {
+    std::uint64_t lo[kMembersInFlight] = {}, hi[kMembersInFlight] = {};
+#pragma unroll
+    for (int j = 0; j < kMembersInFlight; ++j)
+      if (k0 + j < members && k0 + j != comm.index)
+        iris::device::detail::packet_load_raw(slot(k0 + j), lo[j], hi[j]);
+#pragma unroll
+    for (int j = 0; j < kMembersInFlight; ++j) {
+      const int k = k0 + j;
+      if (k >= members) break;
+      std::uint64_t word = own;
+      if (k != comm.index && !unpack_packet(lo[j], hi[j], flag, word))
+        word = wait_packet(comm.ctx, slot(k), flag, comm.world_rank(k));
+      T e[E];
+      memcpy(e, &word, sizeof(e));
+#pragma unroll
+      for (int x = 0; x < E; ++x)
+        acc[x] = k == 0 ? widen<T>(e[x]) : combine(op, acc[x], widen<T>(e[x]));
+    }
+  }
+  T out[E];
+#pragma unroll
+  for (int x = 0; x < E; ++x) out[x] = narrow<T>(finish(op, acc[x], members));
+  std::uint64_t word;
+  memcpy(&word, out, sizeof(word));
+  return word;
+}
+
+/// What both all_reduces in packets start with: the call's epoch (its arguments checked across
+/// the team under debug checks), this block's words [first, last) and the parity of the slots
+/// the call uses.
+struct PacketCall {
+  std::uint64_t epoch;
+  std::uint32_t flag;  ///< the epoch's low 32 bits, which every packet of the call carries
+  std::size_t bytes;
+  std::size_t first;
+  std::size_t last;
+  iris::device::packet* parity;
+};
+
+template <class T>
+IRIS_DEVICE_FN IRIS_FORCEINLINE PacketCall begin_packets(const PacketParams& p) {
+  const device::Communicator& comm = p.comm;
+  PacketCall c;
+  c.epoch = device::begin(comm);
+  c.flag = static_cast<std::uint32_t>(c.epoch);
+  c.bytes = p.count * sizeof(T);
+  const std::size_t packets = iris::device::packets_for(c.bytes);
+  c.first = static_cast<std::size_t>(blockIdx.x) * p.tile_packets;
+  c.last = c.first + p.tile_packets < packets ? c.first + p.tile_packets : packets;
+  c.parity = reinterpret_cast<iris::device::packet*>(comm.workspace + kControlBytes) +
+             (c.epoch & 1) * static_cast<std::size_t>(comm.team.size) * p.slots_per_sender;
+  check_args(comm, c.epoch,
+             {.code = kPacketCode + (p.two_shot ? 1u : 0u),
               .count = p.count,
               .count_name = "count",
               .type = type_code<T>(),
@@ -173,50 +207,104 @@ __global__ void __launch_bounds__(kMaxThreads)
               .root = 0,
               .in_place = p.dst == p.src,
               .name = "ccl all_reduce"},
-             "ccl all_reduce (packets)");
-  for (std::size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+             p.two_shot ? "ccl all_reduce (two-shot packets)" : "ccl all_reduce (packets)");
+  return c;
+}
+
+/// One-shot all_reduce in packets. Every rank writes its input, as packets flagged with the
+/// epoch, into its own slots on every other rank (parity epoch % 2), then reduces, in team
+/// order, its own input with what the others' packets carry. No exchange of flags: the packets
+/// are the flags (signals, not barriers: ccl/detail/sync.hpp). A thread owns packets i, i +
+/// blockDim, ... and reduces each with reduce_packets. A rank reuses a parity's slots two calls
+/// later, by which time every reader of them has finished (it must have sent its packets of the
+/// call between, which it does only after its previous call ended).
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    all_reduce_packets_kernel(const __grid_constant__ PacketParams p) {
+  const device::Communicator& comm = p.comm;
+  const auto& ctx = comm.ctx;
+  const PacketCall c = begin_packets<T>(p);
+  const std::uint32_t flag = c.flag;
+  const std::size_t bytes = c.bytes;
+  iris::device::packet* const parity = c.parity;
+  const int members = comm.team.size;
+  auto region = [&](int sender) {
+    return parity + static_cast<std::size_t>(sender) * p.slots_per_sender;
+  };
+  const auto* src = static_cast<const std::byte*>(p.src);
+  auto* dst = static_cast<std::byte*>(p.dst);
+  for (std::size_t i = c.first + threadIdx.x; i < c.last; i += blockDim.x) {
     const std::uint64_t word = iris::device::detail::gather_word(src, i * 8, bytes);
     for (int j = 1; j < members; ++j) {
       const int k = (comm.index + j) % members;
       iris::device::packet_put(ctx, region(comm.index) + i, word, flag, comm.world_rank(k));
     }
   }
-  constexpr int E = sizeof(T) <= 8 ? 8 / sizeof(T) : 1;
-  for (std::size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
-    acc_t<T> acc[E];
-    for (int k0 = 0; k0 < members; k0 += kMembersInFlight) {
-      // One read of every member's packet first, all in flight at once; only the packets that
-      // had not arrived yet are waited for, one by one. The reduction stays in team order.
-      std::uint64_t lo[kMembersInFlight] = {}, hi[kMembersInFlight] = {};
-#pragma unroll
-      for (int j = 0; j < kMembersInFlight; ++j)
-        if (k0 + j < members && k0 + j != comm.index)
-          iris::device::detail::packet_load_raw(region(k0 + j) + i, lo[j], hi[j]);
-#pragma unroll
-      for (int j = 0; j < kMembersInFlight; ++j) {
-        const int k = k0 + j;
-        if (k >= members) break;
-        std::uint64_t word;
-        if (k == comm.index) {
-          word = iris::device::detail::gather_word(src, i * 8, bytes);
-        } else if (!unpack_packet(lo[j], hi[j], flag, word)) {
-          word = wait_packet(ctx, region(k) + i, flag, comm.world_rank(k));
-        }
-        T e[E];
-        memcpy(e, &word, sizeof(e));
-#pragma unroll
-        for (int x = 0; x < E; ++x)
-          acc[x] = k == 0 ? widen<T>(e[x]) : combine(p.op, acc[x], widen<T>(e[x]));
-      }
-    }
-    T out[E];
-#pragma unroll
-    for (int x = 0; x < E; ++x) out[x] = narrow<T>(finish(p.op, acc[x], members));
-    std::uint64_t word;
-    memcpy(&word, out, sizeof(word));
+  for (std::size_t i = c.first + threadIdx.x; i < c.last; i += blockDim.x) {
+    const std::uint64_t own = iris::device::detail::gather_word(src, i * 8, bytes);
+    const std::uint64_t word =
+        reduce_packets<T>(comm, p.op, own, flag, [&](int k) { return region(k) + i; });
     iris::device::detail::scatter_word(dst, i * 8, bytes, word);
   }
-  device::end(comm, epoch);
+  device::end(comm, c.epoch);
+}
+
+/// Two-shot all_reduce in packets: a reduce-scatter then an all-gather, both in packets, so
+/// that a rank stores 2 (n - 1) / n of its message in packets instead of the one-shot's n - 1
+/// times, for one more hop. The words are dealt out in chunks (workspace.hpp, two_shot_owner):
+///   1. every member sends each word it does not own to the word's owner (contribution slots);
+///   2. the owner reduces each of its words in team order (reduce_packets), writes the result
+///      to its output and sends it to every other member (result slots);
+///   3. every member waits for the results of the words it does not own and writes them out.
+/// A thread takes the same words i, i + blockDim, ... in every phase, so in place is safe: a
+/// word is written out only by the thread that read it. No phase waits for anything but
+/// packets of the phase before, which the members send first: so no flag round trip and no
+/// barrier. The slots' reuse is the one-shot's argument, through member 0 (workspace.hpp).
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    all_reduce_packets_two_shot_kernel(const __grid_constant__ PacketParams p) {
+  const device::Communicator& comm = p.comm;
+  const auto& ctx = comm.ctx;
+  const PacketCall c = begin_packets<T>(p);
+  const std::uint32_t flag = c.flag;
+  const std::size_t bytes = c.bytes;
+  iris::device::packet* const results = c.parity;
+  const int members = comm.team.size;
+  const int me = comm.index;
+  auto contributions = [&](int sender) {
+    return results + p.results_slots + static_cast<std::size_t>(sender) * p.contribution_slots;
+  };
+  auto owner = [&](std::size_t i) { return two_shot_owner(i, p.chunk_words, members); };
+  auto slot = [&](std::size_t i) { return two_shot_slot(i, p.chunk_words, members); };
+  const auto* src = static_cast<const std::byte*>(p.src);
+  auto* dst = static_cast<std::byte*>(p.dst);
+  for (std::size_t i = c.first + threadIdx.x; i < c.last; i += blockDim.x) {
+    const int o = owner(i);
+    if (o != me)
+      iris::device::packet_put(ctx, contributions(me) + slot(i),
+                               iris::device::detail::gather_word(src, i * 8, bytes), flag,
+                               comm.world_rank(o));
+  }
+  for (std::size_t i = c.first + threadIdx.x; i < c.last; i += blockDim.x) {
+    if (owner(i) != me) continue;
+    const std::uint64_t own = iris::device::detail::gather_word(src, i * 8, bytes);
+    const std::size_t s = slot(i);
+    const std::uint64_t word =
+        reduce_packets<T>(comm, p.op, own, flag, [&](int k) { return contributions(k) + s; });
+    for (int j = 1; j < members; ++j)
+      iris::device::packet_put(ctx, results + i, word, flag, comm.world_rank((me + j) % members));
+    iris::device::detail::scatter_word(dst, i * 8, bytes, word);
+  }
+  for (std::size_t i = c.first + threadIdx.x; i < c.last; i += blockDim.x) {
+    const int o = owner(i);
+    if (o == me) continue;
+    std::uint64_t lo, hi, word;
+    iris::device::detail::packet_load_raw(results + i, lo, hi);
+    if (!unpack_packet(lo, hi, flag, word))
+      word = wait_packet(ctx, results + i, flag, comm.world_rank(o));
+    iris::device::detail::scatter_word(dst, i * 8, bytes, word);
+  }
+  device::end(comm, c.epoch);
 }
 
 template <class F>
@@ -250,7 +338,11 @@ void launch_reduce(const ReduceParams& params, DataType type, int blocks, int th
 void launch_all_reduce_packets(const PacketParams& params, DataType type, int blocks, int threads,
                                cudaStream_t stream) {
   with_type(type, [&](auto t) {
-    all_reduce_packets_kernel<decltype(t)><<<blocks, threads, 0, stream>>>(params);
+    using T = decltype(t);
+    if (params.two_shot)
+      all_reduce_packets_two_shot_kernel<T><<<blocks, threads, 0, stream>>>(params);
+    else
+      all_reduce_packets_kernel<T><<<blocks, threads, 0, stream>>>(params);
   });
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
@@ -267,6 +359,7 @@ int resident_reduce_blocks(int threads) {
     with_type(type, [&](auto t) {
       count(reinterpret_cast<const void*>(&reduce_kernel<decltype(t)>));
       count(reinterpret_cast<const void*>(&all_reduce_packets_kernel<decltype(t)>));
+      count(reinterpret_cast<const void*>(&all_reduce_packets_two_shot_kernel<decltype(t)>));
     });
   }
   return fewest;

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -30,8 +31,10 @@ constexpr std::string_view kReduceOpNames[] = {"sum", "prod", "min", "max", "avg
 constexpr std::string_view kCollectiveNames[] = {
     "all_reduce", "reduce_scatter", "all_gather", "all_to_all", "all_to_allv", "broadcast",
     "reduce", "gather", "scatter", "send_recv", "barrier"};
-constexpr std::string_view kAlgorithmNames[] = {"auto", "one_shot", "one_shot_pull", "two_shot", "pull", "push", "ring"};
+constexpr std::string_view kAlgorithmNames[] = {"auto", "one_shot", "one_shot_pull", "two_shot", "two_shot_packets", "pull", "push", "ring"};
 // clang-format on
+static_assert(std::size(kAlgorithmNames) == kAlgorithmCount &&
+              std::size(kCollectiveNames) == kCollectiveCount);
 
 template <std::size_t N>
 std::string_view name_of(const std::string_view (&names)[N], int i) {
@@ -80,7 +83,7 @@ bool collective_has(Collective collective, Algorithm algorithm) {
   switch (collective) {
     case Collective::kAllReduce:
       return algorithm == Algorithm::kOneShot || algorithm == Algorithm::kOneShotPull ||
-             algorithm == Algorithm::kTwoShot;
+             algorithm == Algorithm::kTwoShot || algorithm == Algorithm::kTwoShotPackets;
     case Collective::kAllGather:
       return algorithm == Algorithm::kPull || algorithm == Algorithm::kPush ||
              algorithm == Algorithm::kRing;

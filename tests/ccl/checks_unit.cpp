@@ -3,13 +3,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ccl/checks.hpp"
 #include "detail/mailbox_format.hpp"
+#include "iris/ccl/detail/workspace.hpp"
 #include "iris/ccl/tuning.hpp"
 #include "iris/device/detail/mailbox.hpp"
 #include "iris/host/error.hpp"
@@ -217,8 +220,84 @@ TEST(CclTuning, ForcedAlgorithmsFromTheEnvironmentForm) {
   EXPECT_FALSE(collective_has(Collective::kReduce, Algorithm::kRing));
   EXPECT_EQ(to_string(Algorithm::kOneShotPull), "one_shot_pull");
   EXPECT_EQ(parse_algorithm("one_shot_pull"), Algorithm::kOneShotPull);
+  EXPECT_EQ(to_string(Algorithm::kTwoShotPackets), "two_shot_packets");
+  EXPECT_EQ(parse_algorithm("two_shot_packets"), Algorithm::kTwoShotPackets);
+  EXPECT_EQ(to_string(Algorithm::kRing), "ring");
+  EXPECT_TRUE(collective_has(Collective::kAllReduce, Algorithm::kTwoShotPackets));
+  EXPECT_FALSE(collective_has(Collective::kReduceScatter, Algorithm::kTwoShotPackets));
+  EXPECT_EQ(parse_forced_algorithms(
+                "all_reduce=two_shot_packets")[static_cast<int>(Collective::kAllReduce)],
+            Algorithm::kTwoShotPackets);
   EXPECT_EQ(to_string(DataType::kBFloat16), "bfloat16");
   EXPECT_EQ(to_string(ReduceOp::kAvg), "avg");
+}
+
+/// The two-shot all_reduce in packets for a message of `words` 8-byte words: every word has one
+/// owner, word 0's is member 0, every member owns a word when there are enough, and each
+/// sender's contributions to one owner land in distinct slots inside its run of slots.
+void expect_two_shot_layout(std::size_t packet_bytes, int n, std::size_t words) {
+  SCOPED_TRACE(testing::Message() << n << " members, " << packet_bytes << " packet bytes, " << words
+                                  << " words");
+  const detail::TwoShotSlots slots = detail::two_shot_slots(packet_bytes, n);
+  // Both layouts span the same parity: the two algorithms' parities never overlap.
+  ASSERT_LE(slots.results + static_cast<std::size_t>(n) * slots.contributions,
+            detail::packets_per_sender(packet_bytes, n) * static_cast<std::size_t>(n));
+  ASSERT_LE(words, slots.results);
+  const std::size_t chunk = detail::two_shot_chunk_words(words, n);
+  ASSERT_GE(chunk, 1u);
+  ASSERT_LE(chunk, 32u);
+  EXPECT_EQ(detail::two_shot_owner(0, chunk, n), 0);
+  std::vector<std::vector<bool>> used(n, std::vector<bool>(slots.contributions, false));
+  std::vector<std::size_t> owned(n, 0);
+  for (std::size_t i = 0; i < words; ++i) {
+    const int o = detail::two_shot_owner(i, chunk, n);
+    ASSERT_GE(o, 0);
+    ASSERT_LT(o, n);
+    const std::size_t s = detail::two_shot_slot(i, chunk, n);
+    ASSERT_LT(s, slots.contributions) << "word " << i;
+    ASSERT_FALSE(used[o][s]) << "word " << i << " shares slot " << s << " on member " << o;
+    used[o][s] = true;
+    ++owned[o];
+  }
+  if (words >= static_cast<std::size_t>(n)) {
+    for (int k = 0; k < n; ++k) EXPECT_GT(owned[k], 0u) << "member " << k;
+  }
+  if (words >= 32 * static_cast<std::size_t>(n)) {
+    // Whole chunks of 32: the members' shares differ by at most one chunk.
+    const auto [fewest, most] = std::minmax_element(owned.begin(), owned.end());
+    EXPECT_LE(*most - *fewest, 32u);
+  }
+}
+
+TEST(CclTwoShotPackets, EveryWordHasOneOwnerAndASlotOfItsOwn) {
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 16, 128}) {
+    for (std::size_t packet_bytes :
+         {std::size_t{8} << 20, std::size_t{1} << 20, std::size_t{64} << 10,
+          std::size_t{2} * static_cast<std::size_t>(n) * detail::kPacketBytes}) {
+      const std::size_t capacity = detail::two_shot_payload_capacity(packet_bytes, n);
+      EXPECT_EQ(capacity % detail::kPacketPayload, 0u);
+      const std::size_t most = capacity / detail::kPacketPayload;
+      if (most == 0) continue;
+      // Every size through the short chunks (below 32 words a member) and past them; large
+      // teams in strides.
+      const std::size_t stride = n > 16 ? 37 : 1;
+      for (std::size_t words = 1; words <= std::min<std::size_t>(most, 40 * n + 3); words += stride)
+        expect_two_shot_layout(packet_bytes, n, words);
+      for (std::size_t words : {most / 3 + 1, most - 1, most})
+        if (words >= 1) expect_two_shot_layout(packet_bytes, n, words);
+    }
+  }
+}
+
+TEST(CclTwoShotPackets, CapacityIsAnEighthOfTheSlotsAndTheSmallestSlotsTakeNothing) {
+  // The default 8 MiB: a 1 MiB message, whatever the team (a little less where the members do
+  // not divide the slots evenly); the one-shot's is a quarter of the slots over the team.
+  EXPECT_EQ(detail::two_shot_payload_capacity(std::size_t{8} << 20, 8), std::size_t{1} << 20);
+  EXPECT_EQ(detail::two_shot_payload_capacity(std::size_t{8} << 20, 2), std::size_t{1} << 20);
+  EXPECT_GT(detail::two_shot_payload_capacity(std::size_t{8} << 20, 3), std::size_t{1000} << 10);
+  EXPECT_EQ(detail::packet_payload_capacity(std::size_t{8} << 20, 8), std::size_t{256} << 10);
+  // The smallest slots a communicator takes (two packets per member) hold no two-shot message.
+  EXPECT_EQ(detail::two_shot_payload_capacity(2 * 8 * detail::kPacketBytes, 8), 0u);
 }
 
 }  // namespace

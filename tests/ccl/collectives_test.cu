@@ -77,14 +77,14 @@ void check_all_reduce(iris::ccl::Communicator& comm, Algorithm algorithm, Reduce
 void all_reduce_everything(iris::ccl::Communicator& comm) {
   for_each_type([&](auto t) {
     using T = decltype(t);
-    for (Algorithm algorithm :
-         {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot}) {
+    for (Algorithm algorithm : {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot,
+                                Algorithm::kTwoShotPackets}) {
       for (ReduceOp op : kOps) {
         for (std::size_t count : kCounts) {
-          if (algorithm == Algorithm::kOneShot && count * sizeof(T) > comm.one_shot_capacity())
-            continue;
           for (bool in_place : {false, true}) {
-            if (in_place && algorithm == Algorithm::kOneShotPull) continue;
+            if (!comm.cannot_run(Collective::kAllReduce, algorithm, count * sizeof(T), in_place)
+                     .empty())
+              continue;
             check_all_reduce<T>(comm, algorithm, op, count, in_place, count % 2);
           }
         }
@@ -111,10 +111,15 @@ TEST(CclAllReduce, FourMiBFloat) {
 TEST(CclAllReduce, ForcedAlgorithmThatCannotRunIsAnError) {
   auto& comm = world();
   float* buf = reinterpret_cast<float*>(arenas().a);
-  const std::size_t too_many = comm.one_shot_capacity() / sizeof(float) + 1;
-  EXPECT_THROW(comm.all_reduce(buf, buf + too_many, too_many, ReduceOp::kSum, nullptr,
-                               {.algorithm = Algorithm::kOneShot}),
-               iris::Error);
+  for (Algorithm packets : {Algorithm::kOneShot, Algorithm::kTwoShotPackets}) {
+    const std::size_t too_many = comm.packet_capacity(packets) / sizeof(float) + 1;
+    EXPECT_FALSE(
+        comm.cannot_run(Collective::kAllReduce, packets, too_many * sizeof(float)).empty());
+    EXPECT_THROW(comm.all_reduce(buf, buf + too_many, too_many, ReduceOp::kSum, nullptr,
+                                 {.algorithm = packets}),
+                 iris::Error);
+  }
+  EXPECT_THROW(comm.packet_capacity(Algorithm::kTwoShot), iris::Error);
   EXPECT_THROW(comm.all_reduce(buf, buf, 16, ReduceOp::kSum, nullptr,
                                {.algorithm = Algorithm::kOneShotPull}),
                iris::Error);
@@ -269,12 +274,10 @@ TEST(CclReduceScatter, PullAddsInTeamOrderRingInRingOrderSameBitsEveryRun) {
 TEST(CclReduceScatter, RingNeedsStaging) {
   auto& comm = world();
   float* buf = reinterpret_cast<float*>(arenas().a);
-  EXPECT_EQ(
-      comm.select(iris::ccl::Collective::kReduceScatter, 4096, {.algorithm = Algorithm::kRing}),
-      Algorithm::kRing);
+  EXPECT_EQ(comm.select(Collective::kReduceScatter, 4096, {.algorithm = Algorithm::kRing}),
+            Algorithm::kRing);
   // The shipped table does not pick the ring (docs/ccl.md says why).
-  EXPECT_EQ(comm.select(iris::ccl::Collective::kReduceScatter, std::size_t{64} << 20),
-            Algorithm::kPull);
+  EXPECT_EQ(comm.select(Collective::kReduceScatter, std::size_t{64} << 20), Algorithm::kPull);
   iris::ccl::Communicator none(context(), {.staging_bytes = 0});
   try {
     none.reduce_scatter(buf + 64 * comm.size(), buf, 64, ReduceOp::kSum, nullptr,

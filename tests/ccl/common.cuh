@@ -16,6 +16,7 @@
 namespace ccl_test {
 
 using iris::ccl::Algorithm;
+using iris::ccl::Collective;
 using iris::ccl::DataType;
 using iris::ccl::ReduceOp;
 

@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <type_traits>
 
 #include "iris/ccl/handle.hpp"
@@ -55,8 +56,9 @@
 namespace iris::ccl {
 
 struct CommunicatorOptions {
-  /// Bytes of packet slots for the one-shot all_reduce (its largest message is about a quarter
-  /// of this divided by the team size); default 8 MiB.
+  /// Bytes of packet slots for the all_reduces in packets: the one-shot's largest message is
+  /// about a quarter of this divided by the team size, the two-shot's about an eighth of it
+  /// (packet_capacity); default 8 MiB.
   std::size_t packet_bytes = std::size_t{8} << 20;
   /// Bytes of staging for the ring reduce_scatter's partial sums (a multiple of 256; 0: no
   /// ring reduce_scatter). A call of B blocks gives each block staging_bytes / B, in four
@@ -94,8 +96,15 @@ class Communicator {
   int max_blocks(Collective collective) const;
   /// The smallest of them (the reducing collectives' budget, by default).
   int max_blocks() const;
-  /// Largest all_reduce (bytes) the one-shot algorithm takes.
-  std::size_t one_shot_capacity() const;
+  /// Largest all_reduce (bytes) that `algorithm`, kOneShot or kTwoShotPackets, takes: the
+  /// packet slots (CommunicatorOptions::packet_bytes) bound them. Another algorithm is an
+  /// iris::Error.
+  std::size_t packet_capacity(Algorithm algorithm) const;
+  /// Why `algorithm` cannot run a call of `collective` of `bytes` bytes per member (the part of
+  /// one member: count times the element size), in place or not; empty when it can. A call
+  /// that forces such an algorithm throws this reason; the selection table skips it.
+  std::string_view cannot_run(Collective collective, Algorithm algorithm, std::size_t bytes,
+                              bool in_place = false) const;
   /// The handle for kernels that call the tile collectives (iris/ccl/device.hpp).
   device::Communicator device() const;
   /// The algorithm a call with these arguments runs (what kAuto resolves to).

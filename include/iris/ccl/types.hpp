@@ -38,23 +38,33 @@ inline constexpr int kCollectiveCount = 11;
 
 /// How a collective moves its data (docs/ccl.md has a who-sends-what diagram of each).
 enum class Algorithm : int {
-  kAuto,         ///< the selection table decides (IRIS_CCL_TUNING, IRIS_CCL_ALGORITHM)
-  kOneShot,      ///< all_reduce: every rank sends its whole input to every rank in packets
-                 ///< (flag in data, no separate flag round trip); each rank reduces all of it
-  kOneShotPull,  ///< all_reduce: every rank reads every rank's input through translate and
-                 ///< reduces it; out of place only
-  kTwoShot,      ///< all_reduce: reduce-scatter (rank k reduces shard k) then all-gather
-                 ///< (rank k pushes its reduced shard to every rank)
-  kPull,         ///< movement and reduce_scatter: each rank reads what it needs from peers
-  kPush,         ///< all_gather: each rank writes its part into every rank's output
-  kRing,         ///< all_gather, pipelined: in step s (of size - 1) each rank pulls from its left
-                 ///< neighbour the part that neighbour received in step s - 1 (its own in step
-                 ///< 0), so every rank reads from one peer only and each step moves 1/size;
-                 ///< reduce_scatter: in step s each rank adds its input to the partial sums of
-                 ///< part (rank - 2 - s) its left neighbour staged, chunk by chunk, and stages
-                 ///< them for its right neighbour (its own part, finished, in the last step)
+  /// The selection table decides (IRIS_CCL_TUNING, IRIS_CCL_ALGORITHM).
+  kAuto,
+  /// all_reduce: every rank sends its whole input to every rank in packets (flag in data, no
+  /// separate flag round trip); each rank reduces all of it.
+  kOneShot,
+  /// all_reduce: every rank reads every rank's input through translate and reduces it; out of
+  /// place only.
+  kOneShotPull,
+  /// all_reduce: reduce-scatter (rank k reduces shard k) then all-gather (rank k pushes its
+  /// reduced shard to every rank).
+  kTwoShot,
+  /// all_reduce: the two-shot's reduce-scatter and all-gather, both in packets: no barrier, and
+  /// 2 (n - 1) / n of the message stored per rank in packets against the one-shot's n - 1, for
+  /// one more hop.
+  kTwoShotPackets,
+  /// Movement and reduce_scatter: each rank reads what it needs from peers.
+  kPull,
+  /// all_gather: each rank writes its part into every rank's output.
+  kPush,
+  /// all_gather, pipelined: in step s (of size - 1) each rank pulls from its left neighbour the
+  /// part that neighbour received in step s - 1 (its own in step 0), so every rank reads from
+  /// one peer only and each step moves 1/size; reduce_scatter: in step s each rank adds its
+  /// input to the partial sums of part (rank - 2 - s) its left neighbour staged, chunk by chunk,
+  /// and stages them for its right neighbour (its own part, finished, in the last step).
+  kRing,
 };
-inline constexpr int kAlgorithmCount = 7;
+inline constexpr int kAlgorithmCount = 8;
 
 /// Per-call choices; the defaults let the communicator decide.
 struct Options {

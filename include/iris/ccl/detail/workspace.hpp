@@ -4,7 +4,8 @@
 //   Control         counts of the team's collectives and of each send/recv pair, the send/recv
 //                   handshake's signals (see sync.hpp), and the argument check's packets
 //                   (args.hpp)
-//   packets         packet slots of the one-shot all_reduce: [parity][sender][packet]
+//   packets         packet slots of the all_reduces in packets, [parity][...]: the one-shot's
+//                   [sender][packet], the two-shot's results then contributions (below)
 //   staging         the ring reduce_scatter's partial sums: per block of the call, kRingSlots
 //                   slots that this rank writes and its right neighbour reads (ring.hpp)
 // The block-to-block barriers are not here: they run on the communicator's barrier object
@@ -69,10 +70,67 @@ inline constexpr std::uint64_t kRingItems = std::uint64_t{1} << kRingItemBits;
 /// Bytes before the packet slots.
 inline constexpr std::size_t kControlBytes = (sizeof(Control) + 255) / 256 * 256;
 
-/// Payload bytes one sender can place in one parity of the packet slots.
+/// Packets of one sender in one parity of the one-shot's slots; a parity spans team_size of
+/// these in both layouts, so that the two algorithms' parities never overlap.
+inline constexpr std::size_t packets_per_sender(std::size_t packet_bytes, int team_size) {
+  return packet_bytes / 2 / static_cast<std::size_t>(team_size) / kPacketBytes;
+}
+
+/// Payload bytes one sender can place in one parity of the packet slots (the one-shot's
+/// largest message).
 inline constexpr std::size_t packet_payload_capacity(std::size_t packet_bytes, int team_size) {
-  const std::size_t per_sender = packet_bytes / 2 / static_cast<std::size_t>(team_size);
-  return per_sender / kPacketBytes * kPacketPayload;
+  return packets_per_sender(packet_bytes, team_size) * kPacketPayload;
+}
+
+// The two-shot all_reduce in packets (reduce_kernels.cu) deals the message's 8-byte words out in
+// chunks: chunk q (words q c .. q c + c - 1) belongs to member q % n, which reduces it from every
+// member's contribution and sends the result to every member. One parity of the slots is
+//   results        [word]: the owner of each word writes its result here on every other member
+//   contributions  [sender][slot]: each member writes its words of the chunks this member owns,
+//                  at two_shot_slot(word)
+// Word 0 always belongs to member 0, which hears from every member before it sends that result to
+// all: so each call orders every member after every member's previous call, which is what lets a
+// parity be rewritten two calls later (as the one-shot's).
+
+/// Words per chunk: 32 (one warp's packets, stored together) unless the message has fewer than
+/// 32 words per member, then fewer, so that the chunks still spread over the members.
+inline constexpr std::size_t two_shot_chunk_words(std::size_t words, int team_size) {
+  const std::size_t per_member = words / static_cast<std::size_t>(team_size);
+  return per_member < 1 ? 1 : per_member > 32 ? 32 : per_member;
+}
+
+/// The member that reduces `word`.
+inline constexpr int two_shot_owner(std::size_t word, std::size_t chunk, int team_size) {
+  return static_cast<int>(word / chunk % static_cast<std::size_t>(team_size));
+}
+
+/// Where a sender's contribution to `word` lies in its contribution slots on the word's owner.
+inline constexpr std::size_t two_shot_slot(std::size_t word, std::size_t chunk, int team_size) {
+  return word / chunk / static_cast<std::size_t>(team_size) * chunk + word % chunk;
+}
+
+/// One parity of the two-shot's slots: results first, then one run of contribution slots per
+/// sender.
+struct TwoShotSlots {
+  std::size_t results;        ///< packets of results (the largest message, in words)
+  std::size_t contributions;  ///< contribution packets per sender
+};
+
+inline constexpr TwoShotSlots two_shot_slots(std::size_t packet_bytes, int team_size) {
+  const std::size_t parity =
+      packets_per_sender(packet_bytes, team_size) * static_cast<std::size_t>(team_size);
+  const std::size_t results = parity / 2;
+  return {results, (parity - results) / static_cast<std::size_t>(team_size)};
+}
+
+/// The two-shot's largest message in payload bytes: every word has a result slot, and the
+/// chunks a member owns fit its contribution slots. (Below 32 words per member a chunk is
+/// shorter and a member owns at most two, so 64 contribution slots always take them.)
+inline constexpr std::size_t two_shot_payload_capacity(std::size_t packet_bytes, int team_size) {
+  const TwoShotSlots s = two_shot_slots(packet_bytes, team_size);
+  if (s.contributions < 64) return 0;
+  const std::size_t owned = s.contributions / 32 * 32 * static_cast<std::size_t>(team_size);
+  return (s.results < owned ? s.results : owned) * kPacketPayload;
 }
 
 }  // namespace iris::ccl::detail
