@@ -183,16 +183,17 @@ run_example() {
   fi
 } >"$out/bench.log" 2>&1
 grep -E "lowest ratio|highest ratio|FAILED|WRONG|wrong data" "$out/bench.log" | head -n 40
-# One pass of the memory checkers over the device API tests: the single-process one, and each
-# multi-rank one at two ranks with every rank under the tool (not those that trap on purpose).
+# One pass of the memory checkers over the device API tests and the iris::ccl suite: the
+# single-process one, and each multi-rank one at two ranks with every rank under the tool (not
+# those that trap on purpose: their binaries do not end in _test).
 tools=(memcheck racecheck)
 { [ "${IRIS_GPU_CHECK_SANITIZERS:-1}" = 0 ] || [ $quick = 1 ]; } && tools=()
 for tool in "${tools[@]}"; do
   log="$out/sanitizer-$tool.log"
   : >"$log"
-  for test in build/tests/gpu_device_api_test build/tests/mp_*_test; do
+  for test in build/tests/gpu_device_api_test build/tests/mp_*_test build/tests/ccl/ccl_*_test; do
     launch=()
-    [[ $test == */mp_* ]] && launch=(build/tools/iris-run -n 2 --timeout 240 --)
+    [[ $test == */mp_* || $test == */ccl_* ]] && launch=(build/tools/iris-run -n 2 --timeout 240 --)
     echo "== $tool ${test##*/}" >>"$log"
     timeout 300 "${launch[@]}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$test" >>"$log" 2>&1
     echo "compute-sanitizer $tool ${test##*/}: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1))"
