@@ -135,14 +135,14 @@ __noinline__ IRIS_DEVICE_FN std::uint64_t wait_packet(const iris::device::Contex
   return iris::device::packet_wait(ctx, slot, flag, from);
 }
 
-/// The word `i` of every member reduced in team order: this rank's own is `own`, member k's
-/// arrives in the packet at slot(k). Every member's packet is read at once (up to
-/// kMembersInFlight loads in flight) and only those not there yet are waited for, so the wait
-/// costs about one read's latency rather than one per member.
-template <class T, class Slot>
+/// The word `i` of every member reduced in team order: this rank's own is own() (read when its
+/// turn comes), member k's arrives in the packet at slot(k). Every member's packet is read at once
+/// (up to kMembersInFlight loads in flight) and only those not there yet are waited for, so the
+/// wait costs about one read's latency rather than one per member.
+template <class T, class Own, class Slot>
 IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Communicator& comm,
-                                                             ReduceOp op, std::uint64_t own,
-                                                             std::uint32_t flag, Slot slot) {
+                                                             ReduceOp op, std::uint32_t flag,
+                                                             Own own, Slot slot) {
   constexpr int E = sizeof(T) <= 8 ? 8 / sizeof(T) : 1;
   const int members = comm.team.size;
   acc_t<T> acc[E];
@@ -156,8 +156,10 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Commu
     for (int j = 0; j < kMembersInFlight; ++j) {
       const int k = k0 + j;
       if (k >= members) break;
-      std::uint64_t word = own;
-      if (k != comm.index && !unpack_packet(lo[j], hi[j], flag, word))
+      std::uint64_t word;
+      if (k == comm.index)
+        word = own();
+      else if (!unpack_packet(lo[j], hi[j], flag, word))
         word = wait_packet(comm.ctx, slot(k), flag, comm.world_rank(k));
       T e[E];
       memcpy(e, &word, sizeof(e));
@@ -241,9 +243,9 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
   }
   for (std::size_t i = c.first + threadIdx.x; i < c.last; i += blockDim.x) {
-    const std::uint64_t own = iris::device::detail::gather_word(src, i * 8, bytes);
-    const std::uint64_t word =
-        reduce_packets<T>(comm, p.op, own, flag, [&](int k) { return region(k) + i; });
+    const std::uint64_t word = reduce_packets<T>(
+        comm, p.op, flag, [&] { return iris::device::detail::gather_word(src, i * 8, bytes); },
+        [&](int k) { return region(k) + i; });
     iris::device::detail::scatter_word(dst, i * 8, bytes, word);
   }
   device::end(comm, c.epoch);
@@ -287,10 +289,10 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   for (std::size_t i = c.first + threadIdx.x; i < c.last; i += blockDim.x) {
     if (owner(i) != me) continue;
-    const std::uint64_t own = iris::device::detail::gather_word(src, i * 8, bytes);
     const std::size_t s = slot(i);
-    const std::uint64_t word =
-        reduce_packets<T>(comm, p.op, own, flag, [&](int k) { return contributions(k) + s; });
+    const std::uint64_t word = reduce_packets<T>(
+        comm, p.op, flag, [&] { return iris::device::detail::gather_word(src, i * 8, bytes); },
+        [&](int k) { return contributions(k) + s; });
     for (int j = 1; j < members; ++j)
       iris::device::packet_put(ctx, results + i, word, flag, comm.world_rank((me + j) % members));
     iris::device::detail::scatter_word(dst, i * 8, bytes, word);
