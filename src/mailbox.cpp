@@ -79,6 +79,13 @@ std::string wait_report(const ErrorMailbox& m) {
              " (it has reached epoch " + f::value(m, m.observed) +
              "; does every member of the team" + f::team_shape(m) +
              " arrive on this channel as often?)";
+    case Awaited::kPacket:
+      return after + " waiting for rank " + std::to_string(m.awaited_rank) + "'s packet of round " +
+             f::value(m, m.expected) + " (the slot holds round " + f::value(m, m.observed) +
+             "'s; " +
+             (m.team_size > 0
+                  ? "does every member of the team" + f::team_shape(m) + " make this call?)"
+                  : std::string("does that rank send this round?)"));
     case Awaited::kGridBlocks:
       return after + " waiting for the grid's other " + f::value(m, m.expected) +
              " blocks, of which " + f::value(m, m.observed) + " arrived" + kResidency;

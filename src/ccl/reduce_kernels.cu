@@ -128,12 +128,26 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool unpack_packet(std::uint64_t lo, std::uint64
 }
 
 /// The slow path of a packet that had not arrived at the first read: the bounded wait, kept out
-/// of line so that the unrolled fast path stays small (registers).
-__noinline__ IRIS_DEVICE_FN std::uint64_t wait_packet(const iris::device::Context& ctx,
+/// of line so that the unrolled fast path stays small (registers). A timeout's report names
+/// `operation`, the team, the round (the call's epoch) and the member whose packet never came.
+__noinline__ IRIS_DEVICE_FN std::uint64_t wait_packet(const device::Communicator& comm,
                                                       const iris::device::packet* slot,
-                                                      std::uint32_t flag, int from) {
-  return iris::device::packet_wait(ctx, slot, flag, from);
+                                                      std::uint32_t flag, int from,
+                                                      const char* operation) {
+  return iris::device::detail::packet_wait_as(comm.ctx, slot, flag, from,
+                                              {.operation = operation,
+                                               .team_start = comm.team.start,
+                                               .team_size = comm.team.size,
+                                               .team_stride = comm.team.stride});
 }
+
+// What a timed-out packet wait reports (the operation field holds at most 31 characters).
+__device__ const char kOneShotWait[] = "ccl all_reduce (packets)";
+__device__ const char kTwoShotWait[] = "ccl all_reduce (2-shot packets)";
+__device__ const char kTwoShotReduceWait[] = "ccl all_reduce (2-shot reduce)";
+__device__ const char kTwoShotGatherWait[] = "ccl all_reduce (2-shot gather)";
+static_assert(sizeof(kTwoShotWait) <= 32 && sizeof(kTwoShotReduceWait) <= 32 &&
+              sizeof(kTwoShotGatherWait) <= 32);
 
 /// The word `i` of every member reduced in team order: this rank's own is own() (read when its
 /// turn comes), member k's arrives in the packet at slot(k). Every member's packet is read at once
@@ -142,7 +156,8 @@ __noinline__ IRIS_DEVICE_FN std::uint64_t wait_packet(const iris::device::Contex
 template <class T, class Own, class Slot>
 IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Communicator& comm,
                                                              ReduceOp op, std::uint32_t flag,
-                                                             Own own, Slot slot) {
+                                                             Own own, Slot slot,
+                                                             const char* operation) {
   constexpr int E = sizeof(T) <= 8 ? 8 / sizeof(T) : 1;
   const int members = comm.team.size;
   acc_t<T> acc[E];
@@ -160,7 +175,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Commu
       if (k == comm.index)
         word = own();
       else if (!unpack_packet(lo[j], hi[j], flag, word))
-        word = wait_packet(comm.ctx, slot(k), flag, comm.world_rank(k));
+        word = wait_packet(comm, slot(k), flag, comm.world_rank(k), operation);
       T e[E];
       memcpy(e, &word, sizeof(e));
 #pragma unroll
@@ -209,7 +224,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE PacketCall begin_packets(const PacketParams& p) 
               .root = 0,
               .in_place = p.dst == p.src,
               .name = "ccl all_reduce"},
-             p.two_shot ? "ccl all_reduce (two-shot packets)" : "ccl all_reduce (packets)");
+             p.two_shot ? kTwoShotWait : kOneShotWait);
   return c;
 }
 
@@ -245,7 +260,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (std::size_t i = c.first + threadIdx.x; i < c.last; i += blockDim.x) {
     const std::uint64_t word = reduce_packets<T>(
         comm, p.op, flag, [&] { return iris::device::detail::gather_word(src, i * 8, bytes); },
-        [&](int k) { return region(k) + i; });
+        [&](int k) { return region(k) + i; }, kOneShotWait);
     iris::device::detail::scatter_word(dst, i * 8, bytes, word);
   }
   device::end(comm, c.epoch);
@@ -292,7 +307,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     const std::size_t s = slot(i);
     const std::uint64_t word = reduce_packets<T>(
         comm, p.op, flag, [&] { return iris::device::detail::gather_word(src, i * 8, bytes); },
-        [&](int k) { return contributions(k) + s; });
+        [&](int k) { return contributions(k) + s; }, kTwoShotReduceWait);
     for (int j = 1; j < members; ++j)
       iris::device::packet_put(ctx, results + i, word, flag, comm.world_rank((me + j) % members));
     iris::device::detail::scatter_word(dst, i * 8, bytes, word);
@@ -303,7 +318,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     std::uint64_t lo, hi, word;
     iris::device::detail::packet_load_raw(results + i, lo, hi);
     if (!unpack_packet(lo, hi, flag, word))
-      word = wait_packet(ctx, results + i, flag, comm.world_rank(o));
+      word = wait_packet(comm, results + i, flag, comm.world_rank(o), kTwoShotGatherWait);
     iris::device::detail::scatter_word(dst, i * 8, bytes, word);
   }
   device::end(comm, c.epoch);

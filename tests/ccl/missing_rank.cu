@@ -1,27 +1,21 @@
 // A member that never joins a collective: the others' kernel reports which collective waited
 // for which rank, traps, and the host throws that report (no hang). Only rank 0 runs the
-// collective (a trap under MPS ends the other ranks' CUDA contexts too, so one rank traps).
+// collective (lone_call.cuh).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "iris/ccl.hpp"
-#include "mp/timeout_report.cuh"
+#include "ccl/lone_call.cuh"
 
 namespace {
 
 TEST(CclMissingRank, TheWaitingRankReportsWhoDidNotCome) {
-  iris::Context& ctx = iris_test::timeout_context();
-  // Never destroyed: its collective teardown needs a working device (see timeout_report.cuh).
-  auto* comm = new iris::ccl::Communicator(ctx);
-  auto* buf = static_cast<float*>(ctx.allocate_bytes(4096 * sizeof(float)));
-  ctx.barrier();
-  if (ctx.rank() != 0) return;
-  const std::string message = iris_test::timeout_message(ctx, [&] {
-    comm->all_reduce(buf, buf, 4096, iris::ccl::ReduceOp::kSum, nullptr,
-                     {.algorithm = iris::ccl::Algorithm::kTwoShot});
+  const std::string message = ccl_test::lone_call_report([](auto& comm, float* buf) {
+    comm.all_reduce(buf, buf, 4096, iris::ccl::ReduceOp::kSum, nullptr,
+                    {.algorithm = iris::ccl::Algorithm::kTwoShot});
   });
+  if (iris_test::timeout_context().rank() != 0) return;
   // The collective and its step, then the barrier channel (the block), the missing rank and the
   // epoch: the communicator's first call (epoch 1), step 0, i.e. 1 * 256 + 0, which the missing
   // rank never reached.
@@ -29,8 +23,10 @@ TEST(CclMissingRank, TheWaitingRankReportsWhoDidNotCome) {
   EXPECT_THAT(message, testing::ContainsRegex("on channel [0-9]+ waiting for rank [1-9][0-9]* to "
                                               "arrive at epoch 256 \\(it has reached epoch 0"));
   // The team: the world's shape, here.
-  EXPECT_THAT(message, testing::HasSubstr("does every member of the team {start 0, size " +
-                                          std::to_string(ctx.world_size()) + ", stride 1}"));
+  EXPECT_THAT(message,
+              testing::HasSubstr("does every member of the team {start 0, size " +
+                                 std::to_string(iris_test::timeout_context().world_size()) +
+                                 ", stride 1}"));
 }
 
 }  // namespace

@@ -144,6 +144,31 @@ TEST(Mailbox, BarrierTimeoutsNameWhoDidNotCome) {
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs blocks (block 5, thread 0)");
 }
 
+TEST(Mailbox, PacketTimeoutsNameTheSenderTheRoundAndACollectivesTeam) {
+  // packet_wait: the sender and the round; the slot still holds an older round's packet.
+  ErrorMailbox bare = complete(ErrorKind::kWaitTimeout, "packet_wait");
+  bare.awaited = Awaited::kPacket;
+  bare.awaited_rank = 2;
+  bare.expected = 12;
+  bare.observed = 10;
+  bare.elapsed_ns = 500'000'000;
+  EXPECT_EQ(mailbox_report(bare).value(),
+            "rank 0: packet_wait timed out after 500.0 ms waiting for rank 2's packet of round 12 "
+            "(the slot holds round 10's; does that rank send this round?) (block 0, thread 0)");
+  EXPECT_TRUE(mailbox_is_timeout(bare));
+  // An iris::ccl all_reduce in packets: the collective, the call's epoch and the team.
+  ErrorMailbox ccl = bare;
+  std::strncpy(ccl.operation, "ccl all_reduce (packets)", sizeof(ccl.operation) - 1);
+  ccl.team_start = 0;
+  ccl.team_size = 8;
+  ccl.team_stride = 1;
+  ccl.observed = 0;
+  EXPECT_EQ(mailbox_report(ccl).value(),
+            "rank 0: ccl all_reduce (packets) timed out after 500.0 ms waiting for rank 2's "
+            "packet of round 12 (the slot holds round 0's; does every member of the team {start "
+            "0, size 8, stride 1} make this call?) (block 0, thread 0)");
+}
+
 TEST(Mailbox, BarrierObjectReportsNameTheChannelAndTheTeam) {
   ErrorMailbox late = complete(ErrorKind::kWaitTimeout, "barrier wait");
   late.awaited = Awaited::kChannelRank;

@@ -54,6 +54,8 @@ enum class Awaited : std::uint32_t {
   kGridRelease,  ///< a grid barrier's other blocks: block 0 to release them
   kChannelRank,  ///< a barrier object: rank `awaited_rank` to arrive at epoch `expected` on
                  ///< channel `channel`
+  kPacket,       ///< a packet of round `expected` from rank `awaited_rank` (the slot holds round
+                 ///< `observed`'s); a collective's names its team
 };
 
 /// How `expected` and `observed` are to be read.
@@ -77,7 +79,7 @@ struct ErrorMailbox {
   std::int32_t awaited_rank;  ///< the rank a barrier waited for (Awaited::kRank, kChannelRank)
   std::int32_t channel;       ///< the barrier channel (Awaited::kChannelRank, kArriveTwice,
                               ///< kStaleToken)
-  std::int32_t team_start;    ///< the barrier object's team (Awaited::kChannelRank; size 0:
+  std::int32_t team_start;    ///< the team (Awaited::kChannelRank, a collective's kPacket; size 0:
   std::int32_t team_size;     ///< not given)
   std::int32_t team_stride;
   std::int64_t heap_offset;  ///< byte offset of the address from the start of its heap

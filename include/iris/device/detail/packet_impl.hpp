@@ -31,20 +31,45 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t half_of(std::uint32_t data, std::u
   return static_cast<std::uint64_t>(flag) << 32 | data;
 }
 
+/// `about` names the operation (and the team, for a collective's packets); the rest is the wait's.
 [[noreturn]] __noinline__ IRIS_DEVICE_FN inline void report_packet_timeout(
     const Context& ctx, const packet* slot, std::uint32_t flag, std::uint32_t seen, int from,
-    std::uint64_t elapsed) {
-  report_and_trap(ctx, {.kind = ErrorKind::kWaitTimeout,
-                        .operation = "packet_wait",
-                        .target_rank = ctx.rank(),
-                        .heap_offset = local_heap_offset(ctx, slot),
-                        .bytes = sizeof(packet),
-                        .comparison = cmp::eq,
-                        .expected = flag,
-                        .observed = seen,
-                        .elapsed_ns = elapsed,
-                        .awaited = Awaited::kRank,
-                        .awaited_rank = from});
+    std::uint64_t elapsed, Failure about) {
+  about.kind = ErrorKind::kWaitTimeout;
+  about.target_rank = ctx.rank();
+  about.heap_offset = local_heap_offset(ctx, slot);
+  about.bytes = sizeof(packet);
+  about.comparison = cmp::eq;
+  about.expected = flag;
+  about.observed = seen;
+  about.elapsed_ns = elapsed;
+  about.awaited = Awaited::kPacket;
+  about.awaited_rank = from;
+  report_and_trap(ctx, about);
+}
+
+/// packet_wait, reporting a timeout under `about`'s operation (and team): what iris::ccl's
+/// kernels wait with, so that the report names the collective.
+IRIS_DEVICE_FN inline std::uint64_t packet_wait_as(const Context& ctx, const packet* slot,
+                                                   std::uint32_t flag, int from,
+                                                   const Failure& about) {
+  std::uint64_t payload = 0;
+  if (packet_poll(slot, flag, payload)) return payload;
+  const std::uint64_t timeout = ctx.wait_timeout_ns();
+  const std::uint64_t start = global_timer_ns();
+  for (;;) {
+#pragma unroll 1
+    for (int spin = 0; spin < kSpinsPerClockRead; ++spin)
+      if (packet_poll(slot, flag, payload)) return payload;
+    const std::uint64_t elapsed = global_timer_ns() - start;
+    if (timeout != 0 && elapsed > timeout) {
+      std::uint64_t lo, hi;
+      packet_load_raw(slot, lo, hi);
+      const auto f0 = static_cast<std::uint32_t>(lo >> 32);
+      const auto f1 = static_cast<std::uint32_t>(hi >> 32);
+      report_packet_timeout(ctx, slot, flag, f0 != flag ? f0 : f1, from, elapsed, about);
+    }
+  }
 }
 
 /// Up to 8 bytes of `src` from byte `offset` (zeros past `bytes`), as one little-endian word.
@@ -94,23 +119,7 @@ IRIS_DEVICE_FN inline bool packet_poll(const packet* slot, std::uint32_t flag,
 
 IRIS_DEVICE_FN inline std::uint64_t packet_wait(const Context& ctx, const packet* slot,
                                                 std::uint32_t flag, int from) {
-  std::uint64_t payload = 0;
-  if (packet_poll(slot, flag, payload)) return payload;
-  const std::uint64_t timeout = ctx.wait_timeout_ns();
-  const std::uint64_t start = detail::global_timer_ns();
-  for (;;) {
-#pragma unroll 1
-    for (int spin = 0; spin < detail::kSpinsPerClockRead; ++spin)
-      if (packet_poll(slot, flag, payload)) return payload;
-    const std::uint64_t elapsed = detail::global_timer_ns() - start;
-    if (timeout != 0 && elapsed > timeout) {
-      std::uint64_t lo, hi;
-      detail::packet_load_raw(slot, lo, hi);
-      const auto f0 = static_cast<std::uint32_t>(lo >> 32);
-      const auto f1 = static_cast<std::uint32_t>(hi >> 32);
-      detail::report_packet_timeout(ctx, slot, flag, f0 != flag ? f0 : f1, from, elapsed);
-    }
-  }
+  return detail::packet_wait_as(ctx, slot, flag, from, {.operation = "packet_wait"});
 }
 
 template <cooperative_group G>

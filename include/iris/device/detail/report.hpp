@@ -25,7 +25,7 @@ struct Failure {
   Awaited awaited = Awaited::kFlag;
   int awaited_rank = -1;
   int channel = -1;
-  int team_start = 0;  ///< a barrier object's team, for Awaited::kChannelRank (size 0: none)
+  int team_start = 0;  ///< the team, for Awaited::kChannelRank and kPacket (size 0: none)
   int team_size = 0;
   int team_stride = 0;
 };
