@@ -40,6 +40,11 @@ struct PeerInfo {
   std::int32_t resident_move;    ///< the same for the movement kernel
 };
 
+/// The all_reduces whose data travels in packets (bounded by CommunicatorOptions::packet_bytes).
+bool in_packets(Algorithm a) {
+  return a == Algorithm::kOneShot || a == Algorithm::kTwoShotPackets;
+}
+
 bool reduces(Collective c) {
   return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
 }
@@ -115,8 +120,7 @@ struct Communicator::State {
   const char* unfit(Collective c, Algorithm algorithm, std::size_t bytes, bool in_place) const {
     if (!collective_has(c, algorithm)) return "the collective has no such algorithm";
     if (c == Collective::kAllReduce) {
-      if ((algorithm == Algorithm::kOneShot || algorithm == Algorithm::kTwoShotPackets) &&
-          bytes > packet_capacity(algorithm))
+      if (in_packets(algorithm) && bytes > packet_capacity(algorithm))
         return "the message is larger than the packet slots take (CommunicatorOptions::"
                "packet_bytes)";
       if (algorithm == Algorithm::kOneShotPull && in_place)
@@ -172,10 +176,7 @@ struct Communicator::State {
     }
     if (blocks <= 0 || blocks > kMaxChannels) blocks = reduces(c) ? max_blocks : move_max_blocks;
     if (plan.chunk == 0)
-      plan.chunk =
-          plan.algorithm == Algorithm::kOneShot || plan.algorithm == Algorithm::kTwoShotPackets
-              ? kDefaultPacketChunkBytes
-              : kDefaultChunkBytes;
+      plan.chunk = in_packets(plan.algorithm) ? kDefaultPacketChunkBytes : kDefaultChunkBytes;
     plan.blocks = static_cast<int>(std::clamp<std::size_t>(ceil_div(bytes, plan.chunk), 1, blocks));
     return plan;
   }
@@ -338,7 +339,7 @@ int Communicator::max_blocks(Collective collective) const {
   return reduces(collective) ? state_->max_blocks : state_->move_max_blocks;
 }
 std::size_t Communicator::packet_capacity(Algorithm algorithm) const {
-  if (algorithm != Algorithm::kOneShot && algorithm != Algorithm::kTwoShotPackets)
+  if (!in_packets(algorithm))
     throw Error(Errc::kInvalidArgument,
                 "iris::ccl::Communicator::packet_capacity: " + std::string(to_string(algorithm)) +
                     " is not an all_reduce in packets");
@@ -382,7 +383,7 @@ void Communicator::all_reduce(void* dst, const void* src, std::size_t count, Dat
   const bool in_place = dst == src;
   const Plan plan = s.plan(Collective::kAllReduce, bytes, options, in_place, kCall);
   s.make_current();
-  if (plan.algorithm == Algorithm::kOneShot || plan.algorithm == Algorithm::kTwoShotPackets) {
+  if (in_packets(plan.algorithm)) {
     detail::PacketParams p{};
     p.comm = s.handle();
     p.op = op;
@@ -720,10 +721,8 @@ void Communicator::recv_bytes(void* dst, std::size_t bytes, int peer, cudaStream
 
 void Communicator::barrier(cudaStream_t stream) {
   const State& s = *state_;
-  const detail::MoveParams p{.kind = detail::MoveKind::kBarrier, .bytes = 0};
-  Plan plan;
-  plan.blocks = 1;
-  s.move(p, plan, stream);
+  s.make_current();
+  detail::launch_barrier(s.handle(), stream);
 }
 
 }  // namespace iris::ccl

@@ -66,7 +66,7 @@ enum class MoveKind : int {
   kScatter,
   kSend,
   kRecv,
-  kBarrier,
+  kBarrier,  ///< launch_barrier's kernel: the code of its argument check
   kAllGather2d,
   kAllGatherRing,
 };
@@ -96,6 +96,8 @@ void launch_reduce(const ReduceParams& params, DataType type, int blocks, int th
 void launch_all_reduce_packets(const PacketParams& params, DataType type, int blocks, int threads,
                                cudaStream_t stream);
 void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t stream);
+/// One warp meets every member of the team (the barrier collective).
+void launch_barrier(const device::Communicator& comm, cudaStream_t stream);
 
 /// Blocks of `threads` threads of the reducing (movement) kernels that one multiprocessor holds
 /// at once, the smallest over the element types: what the SM budget is sized by.

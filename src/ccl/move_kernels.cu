@@ -1,7 +1,7 @@
 // The movement collectives' kernels (bytes only): all_gather, all_to_all(v), broadcast, gather,
-// scatter, send, recv, barrier. One kernel; the collective is chosen at run time. Block c moves
-// slice c of every part it handles and meets block c of the other members before (their
-// buffers are ready) and after (everyone is done with them).
+// scatter, send, recv in one kernel, the collective chosen at run time; block c moves slice c of
+// every part it handles and meets block c of the other members before (their buffers are ready)
+// and after (everyone is done with them). The barrier has a kernel of its own.
 #include <algorithm>
 #include <string>
 
@@ -236,13 +236,33 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
       }
       break;
     }
-    case MoveKind::kBarrier:
+    case MoveKind::kBarrier:  // barrier_kernel
     case MoveKind::kSend:
     case MoveKind::kRecv:
       break;
   }
-  if (p.kind != MoveKind::kBarrier)
-    team_exchange(comm, channel, entry + 1, kExitNames[static_cast<int>(p.kind)]);
+  team_exchange(comm, channel, entry + 1, kExitNames[static_cast<int>(p.kind)]);
+  device::end(comm, epoch);
+}
+
+/// The barrier collective: one warp meets every member on channel 0, as Context::device_barrier
+/// meets the world, with the collectives' epoch and argument check. A kernel of its own, because
+/// a barrier needs neither the movement kernel's 256-thread blocks nor its registers.
+__global__ void __launch_bounds__(32)
+    barrier_kernel(const __grid_constant__ device::Communicator comm) {
+  const std::uint64_t epoch = device::begin(comm);
+  const auto kind = static_cast<int>(MoveKind::kBarrier);
+  check_args(comm, epoch,
+             {.code = static_cast<std::uint32_t>(kind),
+              .count = 0,
+              .count_name = "bytes",
+              .type = 0,
+              .op = 0,
+              .root = 0,
+              .in_place = false,
+              .name = kCallNames[kind]},
+             kEntryNames[kind]);
+  team_exchange(comm, 0, exchange_value(epoch, 0), kEntryNames[kind]);
   device::end(comm, epoch);
 }
 
@@ -257,6 +277,11 @@ void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t
     throw Error(Errc::kInvalidArgument, "iris::ccl: movement vectors in flight " +
                                             std::to_string(params.in_flight) + " is not 4 or 8");
   }
+  IRIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_barrier(const device::Communicator& comm, cudaStream_t stream) {
+  barrier_kernel<<<1, 32, 0, stream>>>(comm);
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
 

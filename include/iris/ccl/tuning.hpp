@@ -10,7 +10,8 @@
 //   4. the table compiled into the library (TuningTable::defaults(), measured on an H200).
 // A forced algorithm that cannot run the call (an all_reduce too large for the packet buffer,
 // an in-place call an algorithm cannot take; Communicator::cannot_run says which) is an
-// iris::Error; a table entry that cannot is skipped. Every rank of a team must see the same table and the same forcing.
+// iris::Error; a table entry that cannot is skipped. Every rank of a team must see the same table
+// and the same forcing.
 //
 // The file's form (bytes and team sizes inclusive; missing bounds are unbounded):
 //   {"entries": [
