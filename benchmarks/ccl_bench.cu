@@ -196,6 +196,7 @@ int main(int argc, char** argv) {
                              {Collective::kReduceScatter, Algorithm::kPull},
                              {Collective::kReduceScatter, Algorithm::kRing},
                              {Collective::kAllToAll, Algorithm::kPull},
+                             {Collective::kAllToAll, Algorithm::kPush},
                              {Collective::kBroadcast, Algorithm::kPull}};
   if (!only.empty())
     cases.erase(

@@ -578,7 +578,9 @@ void Communicator::all_to_all_bytes(void* dst, const void* src, std::size_t byte
   detail::check_aliasing(dst, all, src, all, false, kCall, "dst", "src",
                          "all_to_all is out of place only");
   const Plan plan = s.plan(Collective::kAllToAll, bytes, options, false, kCall);
-  const detail::MoveParams p{.kind = detail::MoveKind::kAllToAll,
+  const detail::MoveParams p{.kind = plan.algorithm == Algorithm::kPush
+                                         ? detail::MoveKind::kAllToAllPush
+                                         : detail::MoveKind::kAllToAll,
                              .dst = static_cast<std::byte*>(dst),
                              .src = static_cast<const std::byte*>(src),
                              .bytes = bytes};

@@ -69,6 +69,7 @@ enum class MoveKind : int {
   kBarrier,  ///< launch_barrier's kernel: the code of its argument check
   kAllGather2d,
   kAllGatherRing,
+  kAllToAllPush,
 };
 
 struct MoveParams {

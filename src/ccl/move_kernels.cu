@@ -41,16 +41,16 @@ __device__ const char* const kEntryNames[] = {
     "ccl all_gather(pull) entry", "ccl all_gather(push) entry", "ccl all_to_all entry",
     "ccl all_to_allv entry", "ccl broadcast entry", "ccl gather entry", "ccl scatter entry",
     "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d entry",
-    "ccl all_gather(ring) entry"};
+    "ccl all_gather(ring) entry", "ccl all_to_all(push) entry"};
 __device__ const char* const kExitNames[] = {
     "ccl all_gather(pull) exit", "ccl all_gather(push) exit", "ccl all_to_all exit",
     "ccl all_to_allv exit", "ccl broadcast exit", "ccl gather exit", "ccl scatter exit",
     "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d exit",
-    "ccl all_gather(ring) exit"};
+    "ccl all_gather(ring) exit", "ccl all_to_all(push) exit"};
 __device__ const char* const kCallNames[] = {
     "ccl all_gather", "ccl all_gather", "ccl all_to_all", "ccl all_to_allv", "ccl broadcast",
     "ccl gather", "ccl scatter", "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d",
-    "ccl all_gather"};
+    "ccl all_gather", "ccl all_to_all"};
 // clang-format on
 
 /// Whether the call is in place, as each collective defines it (scatter: on the root only, so
@@ -174,6 +174,15 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
         const int k = (me + j) % members;
         get<InFlight>(block, ctx, p.dst + static_cast<std::size_t>(k) * p.bytes + s.first,
                       p.src + static_cast<std::size_t>(me) * p.bytes + s.first, s.n,
+                      comm.world_rank(k));
+      }
+      break;
+    case MoveKind::kAllToAllPush:
+      // Part k of my input goes to member k's output, at part me.
+      for (int j = 0; j < members; ++j) {
+        const int k = (me + j) % members;
+        put<InFlight>(block, ctx, p.dst + static_cast<std::size_t>(me) * p.bytes + s.first,
+                      p.src + static_cast<std::size_t>(k) * p.bytes + s.first, s.n,
                       comm.world_rank(k));
       }
       break;

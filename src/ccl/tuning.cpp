@@ -89,6 +89,8 @@ bool collective_has(Collective collective, Algorithm algorithm) {
              algorithm == Algorithm::kRing;
     case Collective::kReduceScatter:
       return algorithm == Algorithm::kPull || algorithm == Algorithm::kRing;
+    case Collective::kAllToAll:
+      return algorithm == Algorithm::kPull || algorithm == Algorithm::kPush;
     default:
       return algorithm == Algorithm::kPull;
   }

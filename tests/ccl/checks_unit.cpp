@@ -218,6 +218,10 @@ TEST(CclTuning, ForcedAlgorithmsFromTheEnvironmentForm) {
   EXPECT_TRUE(collective_has(Collective::kReduceScatter, Algorithm::kPull));
   EXPECT_FALSE(collective_has(Collective::kReduceScatter, Algorithm::kTwoShot));
   EXPECT_FALSE(collective_has(Collective::kReduce, Algorithm::kRing));
+  // all_to_all: pull and push; all_to_allv only pulls.
+  EXPECT_EQ(parse_forced_algorithms("all_to_all=push")[static_cast<int>(Collective::kAllToAll)],
+            Algorithm::kPush);
+  EXPECT_FALSE(collective_has(Collective::kAllToAllv, Algorithm::kPush));
   EXPECT_EQ(to_string(Algorithm::kOneShotPull), "one_shot_pull");
   EXPECT_EQ(parse_algorithm("one_shot_pull"), Algorithm::kOneShotPull);
   EXPECT_EQ(to_string(Algorithm::kTwoShotPackets), "two_shot_packets");

@@ -460,24 +460,27 @@ TEST(CclAllGather, TwoDimensionalArgumentsAreChecked) {
                iris::Error);  // overlapping, not the in-place arrangement
 }
 
-TEST(CclAllToAll, EveryCountAndSubset) {
+TEST(CclAllToAll, PullPushEveryCountAndSubset) {
   for (iris::ccl::Communicator* comm : {&world(), halves()}) {
     if (!comm) continue;
     const int n = comm->size();
     const auto ranks = members(*comm);
-    for (std::size_t bytes : kByteCounts) {
-      std::byte* src = arenas().a;
-      std::byte* dst = arenas().b;
-      poison(dst, n * bytes);
-      fill_bytes(src, context().rank(), n * bytes);
-      comm->all_to_all(dst, src, bytes, nullptr);
-      const auto got = download(dst, n * bytes);
-      for (std::size_t j = 0; j < n * bytes; ++j) {
-        const std::size_t k = j / bytes;
-        if (got[j] != std::byte{byte_of(ranks[k], comm->index() * bytes + j % bytes)}) {
-          ADD_FAILURE() << "all_to_all bytes " << bytes << ": wrong byte " << j << " on rank "
-                        << context().rank();
-          break;
+    for (Algorithm algorithm : {Algorithm::kPull, Algorithm::kPush}) {
+      for (std::size_t bytes : kByteCounts) {
+        std::byte* src = arenas().a;
+        std::byte* dst = arenas().b;
+        poison(dst, n * bytes);
+        fill_bytes(src, context().rank(), n * bytes);
+        comm->all_to_all(dst, src, bytes, nullptr, {.algorithm = algorithm});
+        const auto got = download(dst, n * bytes);
+        for (std::size_t j = 0; j < n * bytes; ++j) {
+          const std::size_t k = j / bytes;
+          if (got[j] != std::byte{byte_of(ranks[k], comm->index() * bytes + j % bytes)}) {
+            ADD_FAILURE() << "all_to_all " << iris::ccl::to_string(algorithm) << " bytes " << bytes
+                          << " team size " << n << ": wrong byte " << j << " on rank "
+                          << context().rank();
+            break;
+          }
         }
       }
     }

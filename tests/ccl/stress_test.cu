@@ -55,9 +55,11 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
                             Algorithm::kTwoShotPackets};
     const Algorithm ag[] = {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing};
     const Algorithm rs[] = {Algorithm::kPull, Algorithm::kRing};
+    const Algorithm a2a[] = {Algorithm::kPull, Algorithm::kPush};
     call.algorithm = call.kind == Kind::kAllReduce       ? ar[rng() % 4]
                      : call.kind == Kind::kAllGather     ? ag[rng() % 3]
                      : call.kind == Kind::kReduceScatter ? rs[rng() % 2]
+                     : call.kind == Kind::kAllToAll      ? a2a[rng() % 2]
                                                          : Algorithm::kAuto;
     call.root = static_cast<int>(rng() % n);
     const std::size_t parts_in =
@@ -104,7 +106,7 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
         comm.broadcast(dst, src, call.count, call.root, nullptr);
         break;
       case Kind::kAllToAll:
-        comm.all_to_all(dst, src, call.count, nullptr);
+        comm.all_to_all(dst, src, call.count, nullptr, {.algorithm = call.algorithm});
         break;
     }
   }
