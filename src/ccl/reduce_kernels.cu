@@ -273,10 +273,11 @@ __global__ void __launch_bounds__(kMaxThreads)
 ///   2. the owner reduces each of its words in team order (reduce_packets), writes the result
 ///      to its output and sends it to every other member (result slots);
 ///   3. every member waits for the results of the words it does not own and writes them out.
-/// A thread takes the same words i, i + blockDim, ... in every phase, so in place is safe: a
-/// word is written out only by the thread that read it. No phase waits for anything but
-/// packets of the phase before, which the members send first: so no flag round trip and no
-/// barrier. The slots' reuse is the one-shot's argument, through member 0 (workspace.hpp).
+/// In place is safe: each word is read and written out by one thread (phases 1 and 3 take the
+/// words i, i + blockDim, ...; phase 2 deals the owned words out afresh). No phase waits for
+/// anything but packets of the phase before, which the members send first: so no flag round
+/// trip and no barrier. The slots' reuse is the one-shot's argument, through member 0
+/// (workspace.hpp).
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads)
     all_reduce_packets_two_shot_kernel(const __grid_constant__ PacketParams p) {
@@ -302,8 +303,16 @@ __global__ void __launch_bounds__(kMaxThreads)
                                iris::device::detail::gather_word(src, i * 8, bytes), flag,
                                comm.world_rank(o));
   }
-  for (std::size_t i = c.first + threadIdx.x; i < c.last; i += blockDim.x) {
-    if (owner(i) != me) continue;
+  // This member's words in [first, last) are every n-th chunk: thread t takes the t-th, t +
+  // blockDim-th, ... of them, so the whole block reduces. (In the other phases' order, a warp's
+  // words with 32-word chunks all have one owner: one warp in n would do this phase alone.)
+  const std::size_t cw = p.chunk_words;
+  const std::size_t q0 =
+      c.first / cw + (me - two_shot_owner(c.first, cw, members) + members) % members;
+  for (std::size_t j = threadIdx.x;; j += blockDim.x) {
+    const std::size_t i = (q0 + j / cw * members) * cw + j % cw;
+    if (i >= c.last) break;
+    if (i < c.first) continue;  // the first chunk may start before this block's words
     const std::size_t s = slot(i);
     const std::uint64_t word = reduce_packets<T>(
         comm, p.op, flag, [&] { return iris::device::detail::gather_word(src, i * 8, bytes); },
