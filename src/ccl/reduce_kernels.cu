@@ -117,22 +117,13 @@ __global__ void __launch_bounds__(kMaxThreads)
   device::end(comm, epoch);
 }
 
-/// Whether a packet read as its two halves (iris/device/packet.hpp) carries `flag` in both.
-IRIS_DEVICE_FN IRIS_FORCEINLINE bool carries(std::uint64_t lo, std::uint64_t hi,
-                                             std::uint32_t flag) {
-  return static_cast<std::uint32_t>(lo >> 32) == flag &&
-         static_cast<std::uint32_t>(hi >> 32) == flag;
-}
-
-IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t payload_of(std::uint64_t lo, std::uint64_t hi) {
-  return (hi & 0xffffffffu) << 32 | (lo & 0xffffffffu);
-}
-
-/// The payload of a packet read as its two halves, when both carry `flag`.
+/// The payload of a packet read as its two halves (iris/device/packet.hpp), when both carry
+/// `flag`.
 IRIS_DEVICE_FN IRIS_FORCEINLINE bool unpack_packet(std::uint64_t lo, std::uint64_t hi,
                                                    std::uint32_t flag, std::uint64_t& payload) {
-  if (!carries(lo, hi, flag)) return false;
-  payload = payload_of(lo, hi);
+  if (static_cast<std::uint32_t>(lo >> 32) != flag || static_cast<std::uint32_t>(hi >> 32) != flag)
+    return false;
+  payload = (hi & 0xffffffffu) << 32 | (lo & 0xffffffffu);
   return true;
 }
 
@@ -150,31 +141,6 @@ __noinline__ IRIS_DEVICE_FN std::uint64_t wait_packet(const device::Communicator
                                                .team_stride = comm.team.stride});
 }
 
-/// Reads the packets of members k0 + j, for every bit j of `wanted`, into lo[j] and hi[j], all at
-/// once; while some do not carry `flag` yet, waits for the first of those (wait_packet) and then
-/// reads all that were missing again, at once. So a wait ends about two reads after the last
-/// packet lands, however many members were late: waiting for each late member in turn cost one
-/// read per member (microseconds at 8 ranks), and polling every missing packet at once would
-/// multiply the polling traffic that the members' packet stores share the memory with.
-template <class Slot>
-IRIS_DEVICE_FN IRIS_FORCEINLINE void read_packets(const device::Communicator& comm,
-                                                  std::uint32_t flag, int k0, unsigned wanted,
-                                                  std::uint64_t (&lo)[kMembersInFlight],
-                                                  std::uint64_t (&hi)[kMembersInFlight], Slot slot,
-                                                  const char* operation) {
-  for (;;) {
-#pragma unroll
-    for (int j = 0; j < kMembersInFlight; ++j)
-      if (wanted >> j & 1u) iris::device::detail::packet_load_raw(slot(k0 + j), lo[j], hi[j]);
-#pragma unroll
-    for (int j = 0; j < kMembersInFlight; ++j)
-      if (carries(lo[j], hi[j], flag)) wanted &= ~(1u << j);
-    if (wanted == 0) return;
-    const int k = k0 + __ffs(static_cast<int>(wanted)) - 1;
-    wait_packet(comm, slot(k), flag, comm.world_rank(k), operation);
-  }
-}
-
 // What a timed-out packet wait reports (the operation field holds at most 31 characters).
 __device__ const char kOneShotWait[] = "ccl all_reduce (packets)";
 __device__ const char kTwoShotWait[] = "ccl all_reduce (2-shot packets)";
@@ -184,9 +150,9 @@ static_assert(sizeof(kTwoShotWait) <= 32 && sizeof(kTwoShotReduceWait) <= 32 &&
               sizeof(kTwoShotGatherWait) <= 32);
 
 /// The word `i` of every member reduced in team order: this rank's own is own() (read when its
-/// turn comes), member k's arrives in the packet at slot(k). The members' packets are read
-/// kMembersInFlight at a time, together, and those not there yet are read again together
-/// (read_packets), so a wait ends a read or two after the last packet lands.
+/// turn comes), member k's arrives in the packet at slot(k). Every member's packet is read at once
+/// (up to kMembersInFlight loads in flight) and only those not there yet are waited for, so the
+/// wait costs about one read's latency rather than one per member.
 template <class T, class Own, class Slot>
 IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Communicator& comm,
                                                              ReduceOp op, std::uint32_t flag,
@@ -197,16 +163,19 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Commu
   acc_t<T> acc[E];
   for (int k0 = 0; k0 < members; k0 += kMembersInFlight) {
     std::uint64_t lo[kMembersInFlight] = {}, hi[kMembersInFlight] = {};
-    unsigned others = 0;  // bit j: member k0 + j, when it is not this rank
 #pragma unroll
     for (int j = 0; j < kMembersInFlight; ++j)
-      if (k0 + j < members && k0 + j != comm.index) others |= 1u << j;
-    read_packets(comm, flag, k0, others, lo, hi, slot, operation);
+      if (k0 + j < members && k0 + j != comm.index)
+        iris::device::detail::packet_load_raw(slot(k0 + j), lo[j], hi[j]);
 #pragma unroll
     for (int j = 0; j < kMembersInFlight; ++j) {
       const int k = k0 + j;
       if (k >= members) break;
-      const std::uint64_t word = k == comm.index ? own() : payload_of(lo[j], hi[j]);
+      std::uint64_t word;
+      if (k == comm.index)
+        word = own();
+      else if (!unpack_packet(lo[j], hi[j], flag, word))
+        word = wait_packet(comm, slot(k), flag, comm.world_rank(k), operation);
       T e[E];
       memcpy(e, &word, sizeof(e));
 #pragma unroll
