@@ -7,6 +7,7 @@
 //   iris-run -n 8 ./bench_ccl_bench [--max-bytes 256M] [--samples 9] [--json out.json]
 //                                   [--tune tuning.json] [--collectives all_reduce,all_gather]
 //                                   [--threads 256] (CommunicatorOptions::threads)
+//                                   [--max-blocks 0] (CommunicatorOptions::max_blocks)
 //                                   [--calls 20] (calls per sample and per graph up to 1 MiB)
 //
 // size: bytes of the larger buffer as nccl-tests counts it (all_gather: the output,
@@ -163,6 +164,8 @@ int main(int argc, char** argv) {
   iris::ccl::CommunicatorOptions comm_options;
   comm_options.threads =
       static_cast<int>(example::number_arg(argc, argv, "--threads", comm_options.threads));
+  comm_options.max_blocks =
+      static_cast<int>(example::number_arg(argc, argv, "--max-blocks", comm_options.max_blocks));
   iris::ccl::Communicator comm(ctx, comm_options);
   const int n = comm.size();
   const bool leader = ctx.rank() == 0;
