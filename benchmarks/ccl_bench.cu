@@ -49,8 +49,6 @@ using iris::ccl::Algorithm;
 using iris::ccl::Collective;
 using iris::ccl::ReduceOp;
 
-/// Blocks one call takes at most (Options::max_blocks' limit, the workspace's channels).
-constexpr int kChannelLimit = 128;
 /// Sizes up to this are compared with a barrier's latency (the small all_reduce table).
 constexpr std::size_t kLatencyBytes = std::size_t{64} << 10;
 
@@ -488,10 +486,10 @@ int main(int argc, char** argv) {
   }
 
   // SM budget: bandwidth against blocks per call at the largest size: powers of two up to the
-  // collective's default budget, the budget, and past it up to twice the budget (at most the
-  // channel limit). The default budget is half of what the GPU holds at once across the ranks
-  // on it, so that two calls in flight stay co-resident; with one call in flight at a time (as
-  // here) twice the budget still fits, which shows what the halving costs.
+  // collective's default budget, the budget, and past it up to twice the budget (at most
+  // Communicator::block_limit). The default budget is half of what the GPU holds at once across the
+  // ranks on it, so that two calls in flight stay co-resident; with one call in flight at a time
+  // (as here) twice the budget still fits, which shows what the halving costs.
   std::vector<iris::bench::Row> budget_rows;
   const std::size_t sweep_size = sizes.empty() ? 0 : sizes.back();
   for (Case k : {Case{Collective::kAllReduce, Algorithm::kTwoShot},
@@ -505,7 +503,7 @@ int main(int argc, char** argv) {
         only.find(std::string(iris::ccl::to_string(k.collective))) == std::string::npos)
       continue;
     const int budget = comm.max_blocks(k.collective);
-    const int most = std::min(2 * budget, kChannelLimit);
+    const int most = std::min(2 * budget, comm.block_limit(k.collective));
     std::vector<int> counts;
     for (int b = 1; b < budget; b *= 2) counts.push_back(b);
     for (int b : {budget, budget + budget / 2, most})

@@ -96,8 +96,10 @@ struct Communicator::State {
   /// Block c of every member meets on channel c (detail/sync.hpp); one channel per block of the
   /// largest grid a call launches.
   Barriers barriers;
-  int max_blocks = 1;                          ///< SM budget of the reducing collectives
-  int move_max_blocks = 1;                     ///< SM budget of the others
+  int max_blocks = 1;        ///< SM budget of the reducing collectives
+  int move_max_blocks = 1;   ///< SM budget of the others
+  int block_limit = 1;       ///< blocks of a reducing call that can all be resident (block_limit)
+  int move_block_limit = 1;  ///< the same for the others
   int move_in_flight = detail::kMoveInFlight;  ///< the movement kernel's vectors in flight
   TuningTable table;
   ForcedAlgorithms forced{};
@@ -149,6 +151,16 @@ struct Communicator::State {
                                               ": Options::max_blocks " +
                                               std::to_string(options.max_blocks) +
                                               " is outside 0.." + std::to_string(kMaxChannels));
+    const int limit = reduces(c) ? block_limit : move_block_limit;
+    if (options.max_blocks > limit)
+      throw Error(Errc::kInvalidArgument,
+                  std::string("iris::ccl::") + call + ": Options::max_blocks " +
+                      std::to_string(options.max_blocks) + " is more than the " +
+                      std::to_string(limit) +
+                      " blocks of this call's kernel that every member can keep resident at once "
+                      "(Communicator::block_limit): the blocks wait for each other's, so a larger "
+                      "grid can hang; ask for at most " +
+                      std::to_string(limit));
     Plan plan;
     int blocks = options.max_blocks;
     plan.chunk = options.chunk_bytes;
@@ -168,7 +180,7 @@ struct Communicator::State {
       for (const TuningEntry* e : table.candidates(c, team.size, bytes)) {
         if (unfit(c, e->algorithm, bytes, in_place) != nullptr) continue;
         plan.algorithm = e->algorithm;
-        if (blocks == 0) blocks = e->max_blocks;
+        if (blocks == 0) blocks = std::min(e->max_blocks, limit);  // a table of another GPU
         if (plan.chunk == 0) plan.chunk = e->chunk_bytes;
         break;
       }
@@ -255,15 +267,37 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   std::vector<PeerInfo> all(ctx.world_size());
   ctx.bootstrap().allgather(&mine, all.data(), sizeof(PeerInfo));
   int reduce_budget = kMaxChannels, move_budget = kMaxChannels;
+  s.block_limit = s.move_block_limit = kMaxChannels;
   for (int k = 0; k < team.size; ++k) {
     const PeerInfo& p = all[team.world_rank(k)];
     int sharing = 0;
     for (const PeerInfo& q : all)
       sharing += q.host == p.host && std::strncmp(q.pci_bus, p.pci_bus, sizeof(p.pci_bus)) == 0;
     sharing = std::max(1, sharing);
-    const auto own = [&](int resident) {
+    // Blocks of a kernel that each rank on p's GPU can keep resident at once.
+    const auto resident = [&](int per_sm) {
+      return std::max(1, p.multiprocessors * std::max(1, per_sm) / sharing);
+    };
+    for (auto [per_sm, kind] :
+         {std::pair{p.resident_reduce, "reducing"}, std::pair{p.resident_move, "moving"}}) {
+      if (p.max_blocks > resident(per_sm))
+        throw Error(Errc::kInvalidArgument,
+                    "iris::ccl::Communicator: max_blocks " + std::to_string(p.max_blocks) +
+                        " of world rank " + std::to_string(team.world_rank(k)) +
+                        " is more than the " + std::to_string(resident(per_sm)) +
+                        " blocks of the " + kind + " collectives' kernel that each of the " +
+                        std::to_string(sharing) + " ranks on its GPU can keep resident (" +
+                        std::to_string(p.multiprocessors) + " SMs x " + std::to_string(per_sm) +
+                        " blocks of " + std::to_string(options.threads) + " threads / " +
+                        std::to_string(sharing) +
+                        "): a call's blocks wait for every member's, so a larger grid can hang; "
+                        "ask for fewer blocks, or fewer threads per block");
+    }
+    s.block_limit = std::min(s.block_limit, resident(p.resident_reduce));
+    s.move_block_limit = std::min(s.move_block_limit, resident(p.resident_move));
+    const auto own = [&](int per_sm) {
       if (p.max_blocks > 0) return p.max_blocks;
-      return std::max(1, p.multiprocessors * std::max(1, resident) / 2 / sharing);
+      return std::max(1, p.multiprocessors * std::max(1, per_sm) / 2 / sharing);
     };
     reduce_budget = std::min(reduce_budget, own(p.resident_reduce));
     move_budget = std::min(move_budget, own(p.resident_move));
@@ -337,6 +371,10 @@ int Communicator::max_blocks() const {
 }
 int Communicator::max_blocks(Collective collective) const {
   return reduces(collective) ? state_->max_blocks : state_->move_max_blocks;
+}
+
+int Communicator::block_limit(Collective collective) const {
+  return reduces(collective) ? state_->block_limit : state_->move_block_limit;
 }
 std::size_t Communicator::packet_capacity(Algorithm algorithm) const {
   if (!in_packets(algorithm))

@@ -56,13 +56,15 @@ void fill_input(T* device, ReduceOp op, int rank, std::size_t count, std::size_t
 
 template <class T>
 void check_all_reduce(iris::ccl::Communicator& comm, Algorithm algorithm, ReduceOp op,
-                      std::size_t count, bool in_place, std::size_t misalign) {
+                      std::size_t count, bool in_place, std::size_t misalign,
+                      iris::ccl::Options options = {}) {
   const int rank = context().rank();
   T* src = reinterpret_cast<T*>(arenas().a) + misalign;
   T* dst = in_place ? src : reinterpret_cast<T*>(arenas().b) + misalign;
   if (!in_place) poison(dst, count * sizeof(T));
   fill_input(src, op, rank, count);
-  comm.all_reduce(dst, src, count, op, nullptr, {.algorithm = algorithm});
+  options.algorithm = algorithm;
+  comm.all_reduce(dst, src, count, op, nullptr, options);
   const auto bytes = download(dst, count * sizeof(T));
   const T* got = reinterpret_cast<const T*>(bytes.data());
   const auto ranks = members(comm);
@@ -127,6 +129,34 @@ TEST(CclAllReduce, ForcedAlgorithmThatCannotRunIsAnError) {
   EXPECT_THROW(comm.all_reduce(host.data(), host.data(), 16, ReduceOp::kSum, nullptr), iris::Error);
   EXPECT_THROW(comm.all_reduce(buf + 1, buf, 16, ReduceOp::kSum, nullptr), iris::Error);
   EXPECT_THROW(comm.reduce(buf, buf + 64, 16, ReduceOp::kSum, comm.size(), nullptr), iris::Error);
+}
+
+/// A call may take at most the blocks that every member can keep resident at once (its blocks
+/// wait for each other's, so a larger grid can hang): more is an error, at construction and per
+/// call, and a grid of the limit itself runs. 512-thread blocks of the reducing kernels fit one
+/// per SM, which puts the limit below the channel limit (128) when ranks share a GPU.
+TEST(CclBudget, MoreBlocksThanFitAreAnErrorAndTheLimitRuns) {
+  auto& comm = world();
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather})
+    EXPECT_GE(comm.block_limit(c), comm.max_blocks(c));
+  constexpr iris::ccl::CommunicatorOptions kWide{
+      .packet_bytes = 1 << 20, .staging_bytes = 0, .threads = 512};
+  iris::ccl::Communicator wide(context(), kWide);
+  const int limit = wide.block_limit(Collective::kAllReduce);
+  ASSERT_GE(limit, wide.max_blocks(Collective::kAllReduce));
+  if (limit >= 128) GTEST_SKIP() << "every rank can keep 128 blocks resident (the channel limit)";
+  iris::ccl::CommunicatorOptions over = kWide;
+  over.max_blocks = limit + 1;
+  EXPECT_THROW(iris::ccl::Communicator(context(), over), iris::Error);
+  float* buf = reinterpret_cast<float*>(arenas().a);
+  EXPECT_THROW(wide.all_reduce(buf, buf, 16, ReduceOp::kSum, nullptr, {.max_blocks = limit + 1}),
+               iris::Error);
+  // Grids of exactly `limit` blocks: 1 KiB per block (two-shot), 256 bytes (one-shot packets).
+  const auto n = static_cast<std::size_t>(limit);
+  check_all_reduce<std::int32_t>(wide, Algorithm::kTwoShot, ReduceOp::kSum, n * 256, false, 0,
+                                 {.max_blocks = limit, .chunk_bytes = 1024});
+  check_all_reduce<std::int32_t>(wide, Algorithm::kOneShot, ReduceOp::kSum, n * 64, false, 0,
+                                 {.max_blocks = limit, .chunk_bytes = 256});
 }
 
 /// The world again, with 16 KiB of ring staging: a call of a few blocks gets slots of a few

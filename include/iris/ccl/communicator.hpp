@@ -34,8 +34,10 @@
 //     next synchronization on those ranks throws that report.
 // Counts are in elements; a "part" is `count` elements of one member.
 // Kernels spin on each other: ranks that share a GPU must have their blocks resident together.
-// The default SM budget (CommunicatorOptions::max_blocks) is sized for that; a larger
-// Options::max_blocks is the caller's promise that the blocks fit.
+// The default SM budget (CommunicatorOptions::max_blocks) is half of what fits, so that two
+// calls in flight (a send and its recv, two communicators) fit too; a budget above it is the
+// caller's promise that no more than one call runs at a time, and one above what fits
+// (block_limit) is an iris::Error.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -68,7 +70,8 @@ struct CommunicatorOptions {
   /// Blocks a call uses at most (SM budget); 0: per kind of kernel (reducing, moving), half the
   /// blocks of it the GPU holds at once, divided by the ranks that share the GPU, at most 128
   /// (the smallest value across the team). Half, so that any two of the collectives' kernels
-  /// (a send and its receive, or calls of two communicators) are resident together.
+  /// (a send and its receive, or calls of two communicators) are resident together. More than
+  /// fits at all (Communicator::block_limit) is an iris::Error.
   int max_blocks = 0;
   /// Threads per block of the collectives' kernels (32..512).
   int threads = 256;
@@ -96,6 +99,12 @@ class Communicator {
   int max_blocks(Collective collective) const;
   /// The smallest of them (the reducing collectives' budget, by default).
   int max_blocks() const;
+  /// The most blocks a call of `collective` may take: its kernel's blocks that the GPU holds at
+  /// once, divided among the ranks that share the GPU (the smallest across the team). A call's
+  /// blocks wait for every member's, so all must be resident; a budget above this
+  /// (CommunicatorOptions::max_blocks, Options::max_blocks) is an iris::Error, and a tuning
+  /// table's is cut to it.
+  int block_limit(Collective collective) const;
   /// Largest all_reduce (bytes) that `algorithm`, kOneShot or kTwoShotPackets, takes: the
   /// packet slots (CommunicatorOptions::packet_bytes) bound them. Another algorithm is an
   /// iris::Error.

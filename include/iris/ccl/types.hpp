@@ -71,7 +71,8 @@ inline constexpr int kAlgorithmCount = 8;
 struct Options {
   Algorithm algorithm = Algorithm::kAuto;
   /// Blocks (SM budget) the call may use at most; 0: the communicator's default (its SM budget,
-  /// see CommunicatorOptions::max_blocks). The call may use fewer for small messages.
+  /// see CommunicatorOptions::max_blocks). The call may use fewer for small messages. More
+  /// than Communicator::block_limit(collective) is an iris::Error.
   int max_blocks = 0;
   /// Bytes one block handles per call at least before another block is added; 0: the default
   /// for the algorithm. Smaller spreads small messages over more blocks.
