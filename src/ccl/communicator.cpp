@@ -288,8 +288,8 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
                         " blocks of the " + kind + " collectives' kernel that each of the " +
                         std::to_string(sharing) + " ranks on its GPU can keep resident (" +
                         std::to_string(p.multiprocessors) + " SMs x " + std::to_string(per_sm) +
-                        " blocks of " + std::to_string(options.threads) + " threads / " +
-                        std::to_string(sharing) +
+                        " per SM at " + std::to_string(options.threads) + " threads / " +
+                        std::to_string(sharing) + " ranks" +
                         "): a call's blocks wait for every member's, so a larger grid can hang; "
                         "ask for fewer blocks, or fewer threads per block");
     }
