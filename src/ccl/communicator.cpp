@@ -296,8 +296,7 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
     s.block_limit = std::min(s.block_limit, resident(p.resident_reduce));
     s.move_block_limit = std::min(s.move_block_limit, resident(p.resident_move));
     const auto own = [&](int per_sm) {
-      if (p.max_blocks > 0) return p.max_blocks;
-      return std::max(1, p.multiprocessors * std::max(1, per_sm) / 2 / sharing);
+      return p.max_blocks > 0 ? p.max_blocks : std::max(1, resident(per_sm) / 2);
     };
     reduce_budget = std::min(reduce_budget, own(p.resident_reduce));
     move_budget = std::min(move_budget, own(p.resident_move));
