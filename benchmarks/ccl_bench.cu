@@ -95,9 +95,12 @@ double hbm_bytes(Case k, double size, int n) {
       // Packets are 16 bytes per 8 of payload. one_shot: n - 1 copies out and in; two_shot in
       // packets: the n - 1 foreign shares out to their owners and read there, the owner's
       // results out and read by the others, 4 (n - 1) / n of the message in packets each way.
+      // one_shot_push: src read once and written into n - 1 rows out, then the n - 1 rows and
+      // src read and dst written.
       per_rank = k.algorithm == Algorithm::kOneShot          ? 4.0 * (n - 1) * size + 2 * size
                  : k.algorithm == Algorithm::kTwoShotPackets ? 8.0 * (n - 1) * size / n + 2 * size
                  : k.algorithm == Algorithm::kOneShotPull    ? (n + 1.0) * size
+                 : k.algorithm == Algorithm::kOneShotPush    ? (2.0 * n + 1) * size
                                                              : 2.0 * size;
       break;
     case Collective::kReduceScatter:
@@ -189,6 +192,7 @@ int main(int argc, char** argv) {
 
   std::vector<Case> cases = {{Collective::kAllReduce, Algorithm::kOneShot},
                              {Collective::kAllReduce, Algorithm::kOneShotPull},
+                             {Collective::kAllReduce, Algorithm::kOneShotPush},
                              {Collective::kAllReduce, Algorithm::kTwoShot},
                              {Collective::kAllReduce, Algorithm::kTwoShotPackets},
                              {Collective::kAllGather, Algorithm::kPull},

@@ -25,10 +25,11 @@ using detail::kMaxChannels;
 
 /// Bytes a block handles at least before the next block is added, by default.
 constexpr std::size_t kDefaultChunkBytes = std::size_t{64} << 10;
-/// The one-shot packets': one packet (8 payload bytes) per thread of a default 256-thread block,
-/// so that each thread's wait is one read of every member's packet (reduce_kernels.cu) and a
-/// message spreads over more blocks rather than over more packets per thread.
-constexpr std::size_t kDefaultPacketChunkBytes = std::size_t{2} << 10;
+/// The one-shots' (packets and push): one packet (8 payload bytes) per thread of a default
+/// 256-thread block, so that each thread's wait is one read of every member's packet
+/// (reduce_kernels.cu) and a message spreads over more blocks rather than over more packets per
+/// thread; the push, a latency algorithm too, spreads the same way.
+constexpr std::size_t kDefaultOneShotChunkBytes = std::size_t{2} << 10;
 
 /// What each rank tells the others at construction, to size the default SM budget.
 struct PeerInfo {
@@ -43,6 +44,11 @@ struct PeerInfo {
 /// The all_reduces whose data travels in packets (bounded by CommunicatorOptions::packet_bytes).
 bool in_packets(Algorithm a) {
   return a == Algorithm::kOneShot || a == Algorithm::kTwoShotPackets;
+}
+
+/// The all_reduces whose messages are stored in the workspace, so bounded by its size.
+bool bounded(Algorithm a) {
+  return in_packets(a) || a == Algorithm::kOneShotPush;
 }
 
 bool reduces(Collective c) {
@@ -110,11 +116,13 @@ struct Communicator::State {
             barriers.device()};
   }
 
-  std::size_t packet_capacity(Algorithm algorithm) const {
+  std::size_t message_capacity(Algorithm algorithm) const {
     if (algorithm == Algorithm::kOneShot)
       return detail::packet_payload_capacity(options.packet_bytes, team.size);
     if (algorithm == Algorithm::kTwoShotPackets)
       return detail::two_shot_payload_capacity(options.packet_bytes, team.size);
+    if (algorithm == Algorithm::kOneShotPush)
+      return detail::push_payload_capacity(options.staging_bytes, team.size);
     return 0;
   }
 
@@ -122,9 +130,12 @@ struct Communicator::State {
   const char* unfit(Collective c, Algorithm algorithm, std::size_t bytes, bool in_place) const {
     if (!collective_has(c, algorithm)) return "the collective has no such algorithm";
     if (c == Collective::kAllReduce) {
-      if (in_packets(algorithm) && bytes > packet_capacity(algorithm))
+      if (in_packets(algorithm) && bytes > message_capacity(algorithm))
         return "the message is larger than the packet slots take (CommunicatorOptions::"
                "packet_bytes)";
+      if (algorithm == Algorithm::kOneShotPush && bytes > message_capacity(algorithm))
+        return "the message is larger than a sender's staging row (CommunicatorOptions::"
+               "staging_bytes / 2 / team size)";
       if (algorithm == Algorithm::kOneShotPull && in_place)
         return "one_shot_pull cannot run in place (members read each other's input while "
                "writing their output)";
@@ -188,13 +199,20 @@ struct Communicator::State {
     }
     if (blocks <= 0 || blocks > kMaxChannels) blocks = reduces(c) ? max_blocks : move_max_blocks;
     if (plan.chunk == 0)
-      plan.chunk = in_packets(plan.algorithm) ? kDefaultPacketChunkBytes : kDefaultChunkBytes;
+      plan.chunk = in_packets(plan.algorithm) || plan.algorithm == Algorithm::kOneShotPush
+                       ? kDefaultOneShotChunkBytes
+                       : kDefaultChunkBytes;
     plan.blocks = static_cast<int>(std::clamp<std::size_t>(ceil_div(bytes, plan.chunk), 1, blocks));
     return plan;
   }
 
   void heap_check(const void* ptr, std::size_t bytes, const char* call, const char* name) const {
     detail::check_on_heap(heap, ptr, bytes, call, name);
+  }
+
+  /// This rank's staging (workspace.hpp), after the control block and the packet slots.
+  void* staging() const {
+    return static_cast<std::byte*>(workspace) + detail::kControlBytes + options.packet_bytes;
   }
 
   void make_current() const { IRIS_CUDA_CHECK(cudaSetDevice(ctx->cuda_device())); }
@@ -375,12 +393,13 @@ int Communicator::max_blocks(Collective collective) const {
 int Communicator::block_limit(Collective collective) const {
   return reduces(collective) ? state_->block_limit : state_->move_block_limit;
 }
-std::size_t Communicator::packet_capacity(Algorithm algorithm) const {
-  if (!in_packets(algorithm))
+std::size_t Communicator::message_capacity(Algorithm algorithm) const {
+  if (!bounded(algorithm))
     throw Error(Errc::kInvalidArgument,
-                "iris::ccl::Communicator::packet_capacity: " + std::string(to_string(algorithm)) +
-                    " is not an all_reduce in packets");
-  return state_->packet_capacity(algorithm);
+                "iris::ccl::Communicator::message_capacity: " + std::string(to_string(algorithm)) +
+                    " is not an all_reduce that stores its message in the workspace (one_shot, "
+                    "two_shot_packets, one_shot_push)");
+  return state_->message_capacity(algorithm);
 }
 std::string_view Communicator::cannot_run(Collective collective, Algorithm algorithm,
                                           std::size_t bytes, bool in_place) const {
@@ -444,12 +463,17 @@ void Communicator::all_reduce(void* dst, const void* src, std::size_t count, Dat
   }
   detail::ReduceParams p{};
   p.comm = s.handle();
-  p.kind = plan.algorithm == Algorithm::kOneShotPull ? detail::ReduceKind::kAllReducePull
-                                                     : detail::ReduceKind::kAllReduceTwoShot;
+  p.kind = plan.algorithm == Algorithm::kOneShotPull   ? detail::ReduceKind::kAllReducePull
+           : plan.algorithm == Algorithm::kOneShotPush ? detail::ReduceKind::kAllReducePush
+                                                       : detail::ReduceKind::kAllReduceTwoShot;
   p.op = op;
   p.dst = dst;
   p.src = src;
   p.count = count;
+  if (plan.algorithm == Algorithm::kOneShotPush) {
+    p.staging = s.staging();
+    p.row = detail::push_row_bytes(s.options.staging_bytes, s.team.size);
+  }
   p.tile = round_up(ceil_div(count, plan.blocks), 256 / es);
   detail::launch_reduce(p, type, static_cast<int>(ceil_div(count, p.tile)), s.options.threads,
                         stream);
@@ -489,8 +513,7 @@ void Communicator::reduce_scatter(void* dst, const void* src, std::size_t count,
   p.tile = round_up(ceil_div(count, budget), 256 / es);
   const int blocks = static_cast<int>(ceil_div(count, p.tile));
   if (ring) {
-    p.staging =
-        static_cast<std::byte*>(s.workspace) + detail::kControlBytes + s.options.packet_bytes;
+    p.staging = s.staging();
     // Slots of whole 256-byte lines of accumulators, at most a block's share of a part.
     const std::size_t slot_bytes =
         s.options.staging_bytes / static_cast<std::size_t>(blocks) / detail::kRingSlots / 256 * 256;

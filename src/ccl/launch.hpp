@@ -22,6 +22,7 @@ inline constexpr const char* kMoveVectorsEnv = "IRIS_CCL_MOVE_VECTORS";
 
 enum class ReduceKind : int {
   kAllReducePull,
+  kAllReducePush,
   kAllReduceTwoShot,
   kReduceScatter,
   kReduce,
@@ -37,8 +38,9 @@ struct ReduceParams {
   std::size_t count;  ///< elements (per member part for reduce_scatter)
   std::size_t tile;   ///< elements per block
   int root;           ///< team index (reduce)
-  void* staging;      ///< ring reduce_scatter: this rank's staging (kRingSlots slots per block)
+  void* staging;      ///< this rank's staging (workspace.hpp): the ring's and the push's
   std::size_t slot;   ///< ring reduce_scatter: accumulators per staging slot
+  std::size_t row;    ///< one-shot push: bytes of one sender's staging row (push_row_bytes)
 };
 
 /// The all_reduces in packets (workspace.hpp has their slots' layout).

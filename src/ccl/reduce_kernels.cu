@@ -1,7 +1,8 @@
 // The reducing collectives' kernels: all_reduce (one-shot and two-shot in packets, one-shot
-// pull, two-shot), reduce_scatter (pull, ring) and reduce. One kernel per element type; the
-// operator is chosen at run time.
+// pull and push, two-shot), reduce_scatter (pull, ring) and reduce. One kernel per element type;
+// the operator is chosen at run time.
 #include <algorithm>
+#include <cstdint>
 
 #include "ccl/launch.hpp"
 #include "iris/ccl/detail/args.hpp"
@@ -37,12 +38,42 @@ constexpr std::uint32_t kPacketCode = 32;
 
 // clang-format off
 __device__ const char* const kReduceNames[] = {"ccl all_reduce", "ccl all_reduce",
-                                               "ccl reduce_scatter", "ccl reduce",
-                                               "ccl reduce_scatter"};
+                                               "ccl all_reduce", "ccl reduce_scatter",
+                                               "ccl reduce", "ccl reduce_scatter"};
 __device__ const char* const kReduceEntryNames[] = {
-    "ccl all_reduce (entry)", "ccl all_reduce (entry)", "ccl reduce_scatter (entry)",
-    "ccl reduce (entry)", "ccl reduce_scatter(ring) entry"};
+    "ccl all_reduce (entry)", "ccl all_reduce (push)", "ccl all_reduce (entry)",
+    "ccl reduce_scatter (entry)", "ccl reduce (entry)", "ccl reduce_scatter(ring) entry"};
 // clang-format on
+
+/// The block writes src[0, n) to `row` (a symmetric address) on every other team member, each
+/// 16-byte vector loaded once and stored to all of them (members in the order index + 1, index +
+/// 2, ..., so that the members' blocks do not all write to one rank at once). `row` has src's
+/// address modulo 16, so both are vectors or neither.
+template <class T>
+IRIS_DEVICE_FN void put_to_members(const device::Communicator& comm, T* row, const T* src,
+                                   std::size_t n) {
+  const int members = comm.team.size;
+  const auto& ctx = comm.ctx;
+  auto member = [&](int j) {
+    const int k = comm.index + j;
+    return comm.world_rank(k < members ? k : k - members);
+  };
+  std::size_t scalar_first = 0;
+  if (aligned16(src)) {
+    const std::size_t vectors = n * sizeof(T) / 16;
+    scalar_first = vectors * 16 / sizeof(T);
+    const auto* s = reinterpret_cast<const uint4*>(src);
+    auto* d = reinterpret_cast<uint4*>(row);
+    for (std::size_t i = threadIdx.x; i < vectors; i += blockDim.x) {
+      const uint4 v = s[i];
+      for (int j = 1; j < members; ++j) ctx.translate(d, member(j), vectors)[i] = v;
+    }
+  }
+  for (std::size_t i = scalar_first + threadIdx.x; i < n; i += blockDim.x) {
+    const T e = src[i];
+    for (int j = 1; j < members; ++j) ctx.translate(row, member(j), n)[i] = e;
+  }
+}
 
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads)
@@ -78,6 +109,26 @@ __global__ void __launch_bounds__(kMaxThreads)
       device::all_reduce(iris::block{}, comm, round, dst + first, src + first, n, p.op,
                          Algorithm::kOneShotPull);
       break;
+    case ReduceKind::kAllReducePush: {
+      // One-shot push: this block's elements [first, last) of every member's input, each in the
+      // sender's row of this rank's staging (parity epoch % 2; workspace.hpp), after one meeting
+      // of the team that orders the writes before it. No exit meeting: a parity is written again
+      // two calls later, and each call meets (or, in packets, hears from) every member, so by
+      // then every member has finished reading it (docs/ccl.md has the argument).
+      const int members = comm.team.size;
+      auto* parity = static_cast<std::byte*>(p.staging) +
+                     (epoch & 1) * static_cast<std::size_t>(members) * p.row;
+      const std::size_t skew = reinterpret_cast<std::uintptr_t>(src) % 16;
+      auto row = [&](int k) {
+        return reinterpret_cast<T*>(parity + static_cast<std::size_t>(k) * p.row + skew) + first;
+      };
+      put_to_members(comm, row(comm.index), src + first, n);
+      team_exchange(comm, channel, exchange_value(epoch, 0), kReduceEntryNames[kind]);
+      reduce_span(
+          comm, dst + first, false,
+          [&](int k) -> const T* { return k == comm.index ? src + first : row(k); }, n, p.op);
+      break;
+    }
     case ReduceKind::kAllReduceTwoShot:
       device::all_reduce(iris::block{}, comm, round, dst + first, src + first, n, p.op,
                          Algorithm::kTwoShot);

@@ -31,7 +31,7 @@ constexpr std::string_view kReduceOpNames[] = {"sum", "prod", "min", "max", "avg
 constexpr std::string_view kCollectiveNames[] = {
     "all_reduce", "reduce_scatter", "all_gather", "all_to_all", "all_to_allv", "broadcast",
     "reduce", "gather", "scatter", "send_recv", "barrier"};
-constexpr std::string_view kAlgorithmNames[] = {"auto", "one_shot", "one_shot_pull", "two_shot", "two_shot_packets", "pull", "push", "ring"};
+constexpr std::string_view kAlgorithmNames[] = {"auto", "one_shot", "one_shot_pull", "one_shot_push", "two_shot", "two_shot_packets", "pull", "push", "ring"};
 // clang-format on
 static_assert(std::size(kAlgorithmNames) == kAlgorithmCount &&
               std::size(kCollectiveNames) == kCollectiveCount);
@@ -83,7 +83,8 @@ bool collective_has(Collective collective, Algorithm algorithm) {
   switch (collective) {
     case Collective::kAllReduce:
       return algorithm == Algorithm::kOneShot || algorithm == Algorithm::kOneShotPull ||
-             algorithm == Algorithm::kTwoShot || algorithm == Algorithm::kTwoShotPackets;
+             algorithm == Algorithm::kOneShotPush || algorithm == Algorithm::kTwoShot ||
+             algorithm == Algorithm::kTwoShotPackets;
     case Collective::kAllGather:
       return algorithm == Algorithm::kPull || algorithm == Algorithm::kPush ||
              algorithm == Algorithm::kRing;

@@ -51,8 +51,9 @@ TEST(CclArgCheck, AgreeingCallsRunInEveryKernelCallAfterCall) {
       host[i] = static_cast<float>((i + ctx.rank() + round) % 17);
     ASSERT_EQ(cudaMemcpy(a, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
-    for (Algorithm algorithm : {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot,
-                                Algorithm::kTwoShotPackets}) {
+    for (Algorithm algorithm :
+         {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kOneShotPush,
+          Algorithm::kTwoShot, Algorithm::kTwoShotPackets}) {
       comm.all_reduce(b, a, kCount, ReduceOp::kSum, nullptr, {.algorithm = algorithm});
       std::vector<float> out(kCount);
       ASSERT_EQ(cudaMemcpy(out.data(), b, kCount * sizeof(float), cudaMemcpyDeviceToHost),

@@ -224,6 +224,10 @@ TEST(CclTuning, ForcedAlgorithmsFromTheEnvironmentForm) {
   EXPECT_FALSE(collective_has(Collective::kAllToAllv, Algorithm::kPush));
   EXPECT_EQ(to_string(Algorithm::kOneShotPull), "one_shot_pull");
   EXPECT_EQ(parse_algorithm("one_shot_pull"), Algorithm::kOneShotPull);
+  EXPECT_EQ(to_string(Algorithm::kOneShotPush), "one_shot_push");
+  EXPECT_EQ(parse_algorithm("one_shot_push"), Algorithm::kOneShotPush);
+  EXPECT_TRUE(collective_has(Collective::kAllReduce, Algorithm::kOneShotPush));
+  EXPECT_FALSE(collective_has(Collective::kAllGather, Algorithm::kOneShotPush));
   EXPECT_EQ(to_string(Algorithm::kTwoShotPackets), "two_shot_packets");
   EXPECT_EQ(parse_algorithm("two_shot_packets"), Algorithm::kTwoShotPackets);
   EXPECT_EQ(to_string(Algorithm::kRing), "ring");

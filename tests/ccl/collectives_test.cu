@@ -79,8 +79,9 @@ void check_all_reduce(iris::ccl::Communicator& comm, Algorithm algorithm, Reduce
 void all_reduce_everything(iris::ccl::Communicator& comm) {
   for_each_type([&](auto t) {
     using T = decltype(t);
-    for (Algorithm algorithm : {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot,
-                                Algorithm::kTwoShotPackets}) {
+    for (Algorithm algorithm :
+         {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kOneShotPush,
+          Algorithm::kTwoShot, Algorithm::kTwoShotPackets}) {
       for (ReduceOp op : kOps) {
         for (std::size_t count : kCounts) {
           for (bool in_place : {false, true}) {
@@ -113,15 +114,18 @@ TEST(CclAllReduce, FourMiBFloat) {
 TEST(CclAllReduce, ForcedAlgorithmThatCannotRunIsAnError) {
   auto& comm = world();
   float* buf = reinterpret_cast<float*>(arenas().a);
-  for (Algorithm packets : {Algorithm::kOneShot, Algorithm::kTwoShotPackets}) {
-    const std::size_t too_many = comm.packet_capacity(packets) / sizeof(float) + 1;
+  for (Algorithm bounded :
+       {Algorithm::kOneShot, Algorithm::kTwoShotPackets, Algorithm::kOneShotPush}) {
+    const std::size_t most = comm.message_capacity(bounded);
+    EXPECT_TRUE(comm.cannot_run(Collective::kAllReduce, bounded, most).empty());
+    const std::size_t too_many = most / sizeof(float) + 1;
     EXPECT_FALSE(
-        comm.cannot_run(Collective::kAllReduce, packets, too_many * sizeof(float)).empty());
+        comm.cannot_run(Collective::kAllReduce, bounded, too_many * sizeof(float)).empty());
     EXPECT_THROW(comm.all_reduce(buf, buf + too_many, too_many, ReduceOp::kSum, nullptr,
-                                 {.algorithm = packets}),
+                                 {.algorithm = bounded}),
                  iris::Error);
   }
-  EXPECT_THROW(comm.packet_capacity(Algorithm::kTwoShot), iris::Error);
+  EXPECT_THROW(comm.message_capacity(Algorithm::kTwoShot), iris::Error);
   EXPECT_THROW(comm.all_reduce(buf, buf, 16, ReduceOp::kSum, nullptr,
                                {.algorithm = Algorithm::kOneShotPull}),
                iris::Error);

@@ -51,12 +51,12 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
     call.count = 1 + rng() % (c % 50 == 0 ? 20000 : 700);
     const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax};
     call.op = ops[rng() % 3];
-    const Algorithm ar[] = {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot,
-                            Algorithm::kTwoShotPackets};
+    const Algorithm ar[] = {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kOneShotPush,
+                            Algorithm::kTwoShot, Algorithm::kTwoShotPackets};
     const Algorithm ag[] = {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing};
     const Algorithm rs[] = {Algorithm::kPull, Algorithm::kRing};
     const Algorithm a2a[] = {Algorithm::kPull, Algorithm::kPush};
-    call.algorithm = call.kind == Kind::kAllReduce       ? ar[rng() % 4]
+    call.algorithm = call.kind == Kind::kAllReduce       ? ar[rng() % 5]
                      : call.kind == Kind::kAllGather     ? ag[rng() % 3]
                      : call.kind == Kind::kReduceScatter ? rs[rng() % 2]
                      : call.kind == Kind::kAllToAll      ? a2a[rng() % 2]
@@ -174,8 +174,10 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
   constexpr std::size_t kStride = 32768;  // elements between the regions below
   auto* a = static_cast<std::int32_t*>(ctx.allocate_bytes(8 * kStride * sizeof(std::int32_t)));
   auto* b = static_cast<std::int32_t*>(ctx.allocate_bytes(8 * kStride * sizeof(std::int32_t)));
-  // Inputs: region 0 (all_reduce one_shot and two_shot_packets), 1 (two_shot), 2 (all_gather,
-  // pull and ring), 3 (reduce_scatter pull), 4 (reduce_scatter ring).
+  // Inputs: region 0 (all_reduce one_shot and two_shot_packets), 1 (two_shot and one_shot_push),
+  // 2 (all_gather, pull and ring), 3 (reduce_scatter pull), 4 (reduce_scatter ring). The push
+  // and the ring share the staging: the push runs right before the ring, and after it in the
+  // next replay.
   std::vector<std::int32_t> host(5 * kStride, 0);
   for (int r = 0; r < 5; ++r)
     for (std::size_t i = 0; i < kStride; ++i) host[r * kStride + i] = value(ctx.rank(), r, i);
@@ -197,6 +199,8 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
   comm.reduce_scatter(b + 3 * kStride + 8192, a + 3 * kStride, kCount, ReduceOp::kSum, stream);
   comm.all_gather(b + 5 * kStride, a + 2 * kStride, kCount, stream,
                   {.algorithm = Algorithm::kRing});
+  comm.all_reduce(b + 7 * kStride, a + kStride, kCount, ReduceOp::kSum, stream,
+                  {.algorithm = Algorithm::kOneShotPush});
   comm.reduce_scatter(b + 4 * kStride, a + 4 * kStride, kCount, ReduceOp::kSum, stream,
                       {.algorithm = Algorithm::kRing});
   comm.barrier(stream);
@@ -221,6 +225,7 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
     ASSERT_EQ(got[i], sum(0, i)) << "one_shot element " << i;
     ASSERT_EQ(got[kStride + i], sum(1, i)) << "two_shot element " << i;
     ASSERT_EQ(got[6 * kStride + i], sum(0, i)) << "two_shot_packets element " << i;
+    ASSERT_EQ(got[7 * kStride + i], sum(1, i)) << "one_shot_push element " << i;
     ASSERT_EQ(got[3 * kStride + 8192 + i], sum(3, comm.index() * kCount + i))
         << "reduce_scatter " << i;
     ASSERT_EQ(got[4 * kStride + i], sum(4, comm.index() * kCount + i))
@@ -281,12 +286,13 @@ TEST(CclStreams, TwoCommunicatorsRunCollectivesAtOnceOnTwoStreams) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
   ASSERT_EQ(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
   const Algorithm kReduceAlgorithms[] = {Algorithm::kOneShot, Algorithm::kOneShotPull,
-                                         Algorithm::kTwoShot, Algorithm::kTwoShotPackets};
+                                         Algorithm::kOneShotPush, Algorithm::kTwoShot,
+                                         Algorithm::kTwoShotPackets};
   // Issued round by round, alternating streams, with no host synchronization: the two streams'
   // kernels overlap on the GPU. Each round advances its stream's inputs in-stream afterwards.
   for (int j = 0; j < kRounds; ++j) {
     first.all_reduce(out1 + j * kReduceCount, in1, kReduceCount, ReduceOp::kSum, s1,
-                     {.algorithm = kReduceAlgorithms[j % 4]});
+                     {.algorithm = kReduceAlgorithms[j % 5]});
     add_one<<<8, 256, 0, s1>>>(in1, kReduceCount);
     std::int32_t* o2 = out2 + j * (n * kGatherCount + kScatterCount);
     const Algorithm gather[] = {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing};
@@ -349,8 +355,8 @@ TEST(CclDeterminism, RandomFloatsGiveTheSameBitsOnEveryRankAndAlgorithm) {
   for (float& v : mine) v = u(rng);
   upload(src, mine.data(), kCount * sizeof(float));
   std::vector<std::uint64_t> hashes;
-  for (Algorithm alg : {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kTwoShot,
-                        Algorithm::kTwoShotPackets}) {
+  for (Algorithm alg : {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kOneShotPush,
+                        Algorithm::kTwoShot, Algorithm::kTwoShotPackets}) {
     if (!comm.cannot_run(Collective::kAllReduce, alg, kCount * sizeof(float)).empty()) continue;
     poison(dst, kCount * sizeof(float));
     comm.all_reduce(dst, src, kCount, ReduceOp::kSum, nullptr, {.algorithm = alg});

@@ -60,12 +60,13 @@ namespace iris::ccl {
 struct CommunicatorOptions {
   /// Bytes of packet slots for the all_reduces in packets: the one-shot's largest message is
   /// about a quarter of this divided by the team size, the two-shot's about an eighth of it
-  /// (packet_capacity); default 8 MiB.
+  /// (message_capacity); default 8 MiB.
   std::size_t packet_bytes = std::size_t{8} << 20;
-  /// Bytes of staging for the ring reduce_scatter's partial sums (a multiple of 256; 0: no
-  /// ring reduce_scatter). A call of B blocks gives each block staging_bytes / B, in four
-  /// slots; fewer blocks run when a slot would be smaller than 256 bytes. The same on every
-  /// member (as packet_bytes). Default 8 MiB.
+  /// Bytes of staging (a multiple of 256) for the ring reduce_scatter's partial sums and the
+  /// one-shot push all_reduce's messages (0: neither). A ring call of B blocks gives each block
+  /// staging_bytes / B, in four slots; fewer blocks run when a slot would be smaller than 256
+  /// bytes. The push's largest message is about staging_bytes / 2 / team size
+  /// (message_capacity). The same on every member (as packet_bytes). Default 8 MiB.
   std::size_t staging_bytes = std::size_t{8} << 20;
   /// Blocks a call uses at most (SM budget); 0: per kind of kernel (reducing, moving), half the
   /// blocks of it the GPU holds at once, divided by the ranks that share the GPU, at most 128
@@ -105,10 +106,11 @@ class Communicator {
   /// (CommunicatorOptions::max_blocks, Options::max_blocks) is an iris::Error, and a tuning
   /// table's is cut to it.
   int block_limit(Collective collective) const;
-  /// Largest all_reduce (bytes) that `algorithm`, kOneShot or kTwoShotPackets, takes: the
-  /// packet slots (CommunicatorOptions::packet_bytes) bound them. Another algorithm is an
-  /// iris::Error.
-  std::size_t packet_capacity(Algorithm algorithm) const;
+  /// Largest all_reduce (bytes) that `algorithm` takes, for the ones that store the message in
+  /// the communicator's workspace: kOneShot and kTwoShotPackets (the packet slots,
+  /// CommunicatorOptions::packet_bytes) and kOneShotPush (a sender's staging row,
+  /// CommunicatorOptions::staging_bytes). Another algorithm is an iris::Error.
+  std::size_t message_capacity(Algorithm algorithm) const;
   /// Why `algorithm` cannot run a call of `collective` of `bytes` bytes per member (the part of
   /// one member: count times the element size), in place or not; empty when it can. A call
   /// that forces such an algorithm throws this reason; the selection table skips it.

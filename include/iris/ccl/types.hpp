@@ -46,6 +46,10 @@ enum class Algorithm : int {
   /// all_reduce: every rank reads every rank's input through translate and reduces it; out of
   /// place only.
   kOneShotPull,
+  /// all_reduce: every rank writes its whole input, plain, into its row of every other rank's
+  /// staging, the team meets once (which orders those writes), and each rank reduces its rows
+  /// from its own memory: the one-shot's single hop with no flag in the data, for one barrier.
+  kOneShotPush,
   /// all_reduce: reduce-scatter (rank k reduces shard k) then all-gather (rank k pushes its
   /// reduced shard to every rank).
   kTwoShot,
@@ -65,7 +69,7 @@ enum class Algorithm : int {
   /// and stages them for its right neighbour (its own part, finished, in the last step).
   kRing,
 };
-inline constexpr int kAlgorithmCount = 8;
+inline constexpr int kAlgorithmCount = 9;
 
 /// Per-call choices; the defaults let the communicator decide.
 struct Options {

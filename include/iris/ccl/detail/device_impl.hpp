@@ -47,14 +47,26 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE uint4 reduce_vector(const uint4 (&v)[Members], i
   return packed;
 }
 
+/// Where member k's elements of a reduction come from, by default: member k's `src` (the same
+/// symmetric address on every member), read through translate.
+template <class T>
+struct TranslatedSource {
+  const device::Communicator& comm;
+  const T* src;
+  std::size_t n;  ///< elements read from it (the range translate checks)
+  IRIS_DEVICE_FN IRIS_FORCEINLINE const T* operator()(int k) const {
+    return comm.ctx.translate(src, comm.world_rank(k), n);
+  }
+};
+
 /// The vector part of reduce_span for teams of at most `Members`: each thread takes `Vectors`
 /// vectors at once (i, i + blockDim, ...) and issues the loads of every member for all of them
 /// before it reduces any, so that about Vectors * Members 16-byte loads are in flight per
 /// thread. Each vector is then reduced in team order exactly as one at a time would be. Every
-/// member's source and (when `to_all`) destination is translated once, before the loop.
-template <int Vectors, int Members, class T, ReduceOp Op>
+/// member's source and (when `to_all`) destination is found once, before the loop.
+template <int Vectors, int Members, class T, ReduceOp Op, class Source>
 IRIS_DEVICE_FN void reduce_vectors(const device::Communicator& comm, uint4* d, bool to_all,
-                                   const uint4* s, std::size_t vectors) {
+                                   const Source& source, std::size_t vectors) {
   if (vectors == 0) return;  // (the range checks below would see an empty range)
   const int members = comm.team.size;
   const auto& ctx = comm.ctx;
@@ -62,7 +74,7 @@ IRIS_DEVICE_FN void reduce_vectors(const device::Communicator& comm, uint4* d, b
   uint4* to[Members];
 #pragma unroll
   for (int k = 0; k < Members; ++k) {
-    from[k] = k < members ? ctx.translate(s, comm.world_rank(k), vectors) : s;
+    from[k] = reinterpret_cast<const uint4*>(source(k < members ? k : 0));
     to[k] = to_all && k < members ? ctx.translate(d, comm.world_rank(k), vectors) : d;
   }
   const int writers = to_all ? members : 1;
@@ -89,27 +101,27 @@ IRIS_DEVICE_FN void reduce_vectors(const device::Communicator& comm, uint4* d, b
 
 /// reduce_vectors with the operator fixed at compile time (one branch per call, not per
 /// element).
-template <int Vectors, int Members, class T>
+template <int Vectors, int Members, class T, class Source>
 IRIS_DEVICE_FN void reduce_vectors_op(const device::Communicator& comm, uint4* d, bool to_all,
-                                      const uint4* s, std::size_t vectors, ReduceOp op) {
+                                      const Source& source, std::size_t vectors, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-      return reduce_vectors<Vectors, Members, T, ReduceOp::kSum>(comm, d, to_all, s, vectors);
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kSum>(comm, d, to_all, source, vectors);
     case ReduceOp::kProd:
-      return reduce_vectors<Vectors, Members, T, ReduceOp::kProd>(comm, d, to_all, s, vectors);
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kProd>(comm, d, to_all, source, vectors);
     case ReduceOp::kMin:
-      return reduce_vectors<Vectors, Members, T, ReduceOp::kMin>(comm, d, to_all, s, vectors);
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kMin>(comm, d, to_all, source, vectors);
     case ReduceOp::kMax:
-      return reduce_vectors<Vectors, Members, T, ReduceOp::kMax>(comm, d, to_all, s, vectors);
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kMax>(comm, d, to_all, source, vectors);
     case ReduceOp::kAvg:
-      return reduce_vectors<Vectors, Members, T, ReduceOp::kAvg>(comm, d, to_all, s, vectors);
+      return reduce_vectors<Vectors, Members, T, ReduceOp::kAvg>(comm, d, to_all, source, vectors);
   }
 }
 
 /// The vector part for any team: one vector at a time, members in groups of kMembersInFlight.
-template <class T>
+template <class T, class Source>
 IRIS_DEVICE_FN void reduce_vectors_any(const device::Communicator& comm, uint4* d, bool to_all,
-                                       const uint4* s, std::size_t vectors, ReduceOp op) {
+                                       const Source& source, std::size_t vectors, ReduceOp op) {
   constexpr std::size_t V = kVector<T>;
   const int members = comm.team.size;
   const auto& ctx = comm.ctx;
@@ -119,7 +131,7 @@ IRIS_DEVICE_FN void reduce_vectors_any(const device::Communicator& comm, uint4* 
       uint4 v[kMembersInFlight];
 #pragma unroll
       for (int j = 0; j < kMembersInFlight; ++j)
-        if (k0 + j < members) v[j] = ctx.translate(s, comm.world_rank(k0 + j))[i];
+        if (k0 + j < members) v[j] = reinterpret_cast<const uint4*>(source(k0 + j))[i];
 #pragma unroll
       for (int j = 0; j < kMembersInFlight; ++j) {
         if (k0 + j >= members) break;
@@ -143,44 +155,51 @@ IRIS_DEVICE_FN void reduce_vectors_any(const device::Communicator& comm, uint4* 
   }
 }
 
-/// The block reduces `n` elements: dst[i] = op over members k (team order) of member k's src[i];
-/// the result goes to this rank's dst, or to every member's dst when `to_all`. Thread t takes
-/// elements (or 16-byte vectors) t, t + blockDim, ...: the same thread reads and writes an
-/// element, which is what makes the in-place forms safe. Teams of up to 8 keep kLoadsInFlight
-/// vector loads in flight per thread (several vectors at once); every vector and element is reduced
-/// in team order whatever the path, so the bits do not depend on it.
-template <class T>
-IRIS_DEVICE_FN void reduce_span(const device::Communicator& comm, T* dst, bool to_all, const T* src,
-                                std::size_t n, ReduceOp op) {
+/// The block reduces `n` elements: dst[i] = op over members k (team order) of source(k)[i],
+/// where source(k) is member k's `n` elements (any memory this rank can read; every member's at
+/// the same address modulo 16, as translated symmetric addresses are); the result goes to this
+/// rank's dst, or to every member's dst when `to_all`. Thread t takes elements (or 16-byte
+/// vectors) t, t + blockDim, ...: the same thread reads and writes an element, which is what
+/// makes the in-place forms safe. Teams of up to 8 keep kLoadsInFlight vector loads in flight
+/// per thread (several vectors at once); every vector and element is reduced in team order
+/// whatever the path, so the bits do not depend on it.
+template <class T, class Source>
+IRIS_DEVICE_FN void reduce_span(const device::Communicator& comm, T* dst, bool to_all,
+                                const Source& source, std::size_t n, ReduceOp op) {
   const int members = comm.team.size;
   const auto& ctx = comm.ctx;
   std::size_t scalar_first = 0;
-  if (aligned16(dst) && aligned16(src)) {
+  if (aligned16(dst) && aligned16(source(comm.index))) {
     constexpr std::size_t V = kVector<T>;
     const std::size_t vectors = n / V;
     scalar_first = vectors * V;
-    const auto* s = reinterpret_cast<const uint4*>(src);
     auto* d = reinterpret_cast<uint4*>(dst);
     constexpr int L = kLoadsInFlight<T>;
     if (members <= 2) {
-      reduce_vectors_op<L / 2, 2, T>(comm, d, to_all, s, vectors, op);
+      reduce_vectors_op<L / 2, 2, T>(comm, d, to_all, source, vectors, op);
     } else if (members <= 4) {
-      reduce_vectors_op<L / 4, 4, T>(comm, d, to_all, s, vectors, op);
+      reduce_vectors_op<L / 4, 4, T>(comm, d, to_all, source, vectors, op);
     } else if (members <= 8) {
-      reduce_vectors_op<L / 8, 8, T>(comm, d, to_all, s, vectors, op);
+      reduce_vectors_op<L / 8, 8, T>(comm, d, to_all, source, vectors, op);
     } else {
-      reduce_vectors_any<T>(comm, d, to_all, s, vectors, op);
+      reduce_vectors_any<T>(comm, d, to_all, source, vectors, op);
     }
   }
   for (std::size_t i = scalar_first + threadIdx.x; i < n; i += blockDim.x) {
-    const T r = reduce_in_order<T>(
-        op, members, [&](int k) { return ctx.translate(src, comm.world_rank(k))[i]; });
+    const T r = reduce_in_order<T>(op, members, [&](int k) { return source(k)[i]; });
     if (to_all) {
       for (int k = 0; k < members; ++k) ctx.translate(dst, comm.world_rank(k))[i] = r;
     } else {
       dst[i] = r;
     }
   }
+}
+
+/// reduce_span of member k's `src` (the same symmetric address on every member).
+template <class T>
+IRIS_DEVICE_FN void reduce_span(const device::Communicator& comm, T* dst, bool to_all, const T* src,
+                                std::size_t n, ReduceOp op) {
+  reduce_span(comm, dst, to_all, TranslatedSource<T>{comm, src, n}, n, op);
 }
 
 /// Elements of shard k when `count` elements are cut into `members` shards whose starts stay

@@ -7,7 +7,10 @@
 //   packets         packet slots of the all_reduces in packets, [parity][...]: the one-shot's
 //                   [sender][packet], the two-shot's results then contributions (below)
 //   staging         the ring reduce_scatter's partial sums: per block of the call, kRingSlots
-//                   slots that this rank writes and its right neighbour reads (ring.hpp)
+//                   slots that this rank writes and its right neighbour reads (ring.hpp); or the
+//                   one-shot push all_reduce's rows, [parity][sender] (push_row_bytes below)
+// The ring and the push share the staging: both meet the team (every block) between any call's
+// writes into it and the next call's, which is what makes the sharing safe (docs/ccl.md).
 // The block-to-block barriers are not here: they run on the communicator's barrier object
 // (device::Communicator::barriers), which has its own memory.
 #pragma once
@@ -131,6 +134,19 @@ inline constexpr std::size_t two_shot_payload_capacity(std::size_t packet_bytes,
   if (s.contributions < 64) return 0;
   const std::size_t owned = s.contributions / 32 * 32 * static_cast<std::size_t>(team_size);
   return (s.results < owned ? s.results : owned) * kPacketPayload;
+}
+
+/// The one-shot push all_reduce's row: the staging a sender's whole message takes on each
+/// receiver in one parity, staging_bytes / 2 / team_size in whole 256-byte lines. A row holds the
+/// message at the sender's `src` address modulo 16 (so that its vectors line up with src's).
+inline constexpr std::size_t push_row_bytes(std::size_t staging_bytes, int team_size) {
+  return staging_bytes / 2 / static_cast<std::size_t>(team_size) / 256 * 256;
+}
+
+/// The one-shot push's largest message in bytes (a row, less the 16 bytes its offset may take).
+inline constexpr std::size_t push_payload_capacity(std::size_t staging_bytes, int team_size) {
+  const std::size_t row = push_row_bytes(staging_bytes, team_size);
+  return row < 256 ? 0 : row - 16;
 }
 
 }  // namespace iris::ccl::detail
