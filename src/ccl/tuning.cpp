@@ -123,24 +123,28 @@ ForcedAlgorithms parse_forced_algorithms(std::string_view text) {
 }
 
 TuningTable TuningTable::defaults() {
-  // Measured on an H200 with the ranks sharing it under MPS (ccl_bench, graph mode, float sums):
-  // packets win up to 512 KiB with 2 ranks and up to 64 KiB with 8, two-shot above; push
-  // all-gather wins at mid sizes. 3-4 ranks sit between (not measured: 128 KiB). The rings
+  // Measured with the ranks sharing one GPU under MPS (ccl_bench, graph mode, float sums). On an
+  // H200: packets win up to 512 KiB with 2 ranks and up to 64 KiB with 8, two-shot above; push
+  // all-gather wins at mid sizes. On an H100 (one_shot_push was measured there only): the push
+  // takes over from the packets above 32 KiB with 8 ranks, 128 KiB with 4 and 512 KiB with 2,
+  // up to 256 KiB, 512 KiB and 1 MiB, where a pull or two-shot catches up. The rings
   // (all_gather, reduce_scatter) are for links where a rank should talk to one peer at a time;
   // ranks sharing one GPU share its HBM, so they gain nothing there and the table leaves them
   // out (reduce_scatter: pull). `ccl_bench --tune` measures a machine's own table.
   std::vector<TuningEntry> e;
-  e.push_back({.collective = Collective::kAllReduce,
-               .team_max = 2,
-               .bytes_max = 512 << 10,
-               .algorithm = Algorithm::kOneShot});
-  e.push_back({.collective = Collective::kAllReduce,
-               .team_max = 4,
-               .bytes_max = 128 << 10,
-               .algorithm = Algorithm::kOneShot});
-  e.push_back({.collective = Collective::kAllReduce,
-               .bytes_max = 64 << 10,
-               .algorithm = Algorithm::kOneShot});
+  auto all_reduce = [&](int team_max, std::size_t bytes_max, Algorithm algorithm) {
+    e.push_back({.collective = Collective::kAllReduce,
+                 .team_max = team_max,
+                 .bytes_max = bytes_max,
+                 .algorithm = algorithm});
+  };
+  all_reduce(2, 512 << 10, Algorithm::kOneShot);
+  all_reduce(2, 1 << 20, Algorithm::kOneShotPush);
+  all_reduce(4, 128 << 10, Algorithm::kOneShot);
+  all_reduce(4, 512 << 10, Algorithm::kOneShotPush);
+  constexpr int kAnyTeam = std::numeric_limits<int>::max();
+  all_reduce(kAnyTeam, 32 << 10, Algorithm::kOneShot);
+  all_reduce(kAnyTeam, 256 << 10, Algorithm::kOneShotPush);
   e.push_back({.collective = Collective::kAllReduce, .algorithm = Algorithm::kTwoShot});
   e.push_back(
       {.collective = Collective::kAllGather, .bytes_max = 16 << 20, .algorithm = Algorithm::kPush});

@@ -170,7 +170,10 @@ TEST(CclTuning, DefaultsCoverAllReduceAndParseBack) {
   auto mid = table.candidates(Collective::kAllReduce, 2, 256 << 10);
   ASSERT_FALSE(mid.empty());
   EXPECT_EQ(mid[0]->algorithm, Algorithm::kOneShot);
-  mid = table.candidates(Collective::kAllReduce, 8, 256 << 10);
+  mid = table.candidates(Collective::kAllReduce, 8, 64 << 10);
+  ASSERT_FALSE(mid.empty());
+  EXPECT_EQ(mid[0]->algorithm, Algorithm::kOneShotPush);
+  mid = table.candidates(Collective::kAllReduce, 8, 512 << 10);
   ASSERT_FALSE(mid.empty());
   EXPECT_EQ(mid[0]->algorithm, Algorithm::kTwoShot);
   auto large = table.candidates(Collective::kAllReduce, 8, std::size_t{1} << 30);

@@ -26,9 +26,10 @@ TEST(CclTileAllGather, AnAlgorithmItLacksIsReportedNotReplaced) {
     ccl_test::one_tile_all_gather<<<1, 256>>>(comm->device(), dst, src, kCount,
                                               iris::ccl::Algorithm::kTwoShot);
   });
-  EXPECT_THAT(message, testing::HasSubstr("rank 0: ccl all_gather: bad algorithm: "
-                                          "iris::ccl::Algorithm 3 is not one that this device "
-                                          "collective implements"));
+  EXPECT_THAT(message,
+              testing::HasSubstr("rank 0: ccl all_gather: bad algorithm: iris::ccl::Algorithm " +
+                                 std::to_string(static_cast<int>(iris::ccl::Algorithm::kTwoShot)) +
+                                 " is not one that this device collective implements"));
 }
 
 }  // namespace

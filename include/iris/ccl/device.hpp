@@ -81,7 +81,8 @@ IRIS_DEVICE_FN void reduce_scatter(iris::block, const Communicator& comm, Round 
 
 /// dst[i] = op over members k, in team order, of member k's src[i], on every member.
 /// kTwoShot (member k reduces the k-th shard and writes it to everyone; in place allowed) or
-/// kOneShotPull (every member reduces everything; out of place only).
+/// kOneShotPull (every member reduces everything; out of place only). Another algorithm is
+/// reported as "bad algorithm" and traps.
 template <class T>
 IRIS_DEVICE_FN void all_reduce(iris::block, const Communicator& comm, Round round, T* dst,
                                const T* src, std::size_t count, ReduceOp op,

@@ -286,6 +286,9 @@ IRIS_DEVICE_FN void reduce_scatter(iris::block, const Communicator& comm, Round 
 template <class T>
 IRIS_DEVICE_FN void all_reduce(iris::block, const Communicator& comm, Round round, T* dst,
                                const T* src, std::size_t count, ReduceOp op, Algorithm algorithm) {
+  if (algorithm != Algorithm::kTwoShot && algorithm != Algorithm::kOneShotPull &&
+      algorithm != Algorithm::kAuto)
+    detail::report_bad_algorithm(comm, "ccl all_reduce: bad algorithm", algorithm);
   const std::uint64_t entry = detail::exchange_value(round.epoch, 2 * round.step);
   detail::team_exchange(comm, round.channel, entry, "ccl all_reduce (entry)");
   if (algorithm == Algorithm::kOneShotPull) {
