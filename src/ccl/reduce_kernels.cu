@@ -75,25 +75,31 @@ IRIS_DEVICE_FN void put_to_members(const device::Communicator& comm, T* row, con
   }
 }
 
+/// What every reducing kernel starts with: the call's epoch (its arguments checked across the
+/// team under debug checks) and this block's elements [first, first + n) of a part.
+struct ReduceCall {
+  std::uint64_t epoch;
+  std::size_t first;
+  std::size_t n;
+};
+
 template <class T>
-__global__ void __launch_bounds__(kMaxThreads)
-    reduce_kernel(const __grid_constant__ ReduceParams p) {
+IRIS_DEVICE_FN IRIS_FORCEINLINE ReduceCall begin_reduce(const ReduceParams& p) {
   const device::Communicator& comm = p.comm;
-  const std::uint64_t epoch = device::begin(comm);
-  const int channel = static_cast<int>(blockIdx.x);
-  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * p.tile;
-  const std::size_t last = first + p.tile < p.count ? first + p.tile : p.count;
-  const std::size_t n = last > first ? last - first : 0;
-  T* dst = static_cast<T*>(p.dst);
+  ReduceCall c;
+  c.epoch = device::begin(comm);
+  c.first = static_cast<std::size_t>(blockIdx.x) * p.tile;
+  const std::size_t last = c.first + p.tile < p.count ? c.first + p.tile : p.count;
+  c.n = last > c.first ? last - c.first : 0;
+  const T* dst = static_cast<const T*>(p.dst);
   const T* src = static_cast<const T*>(p.src);
   const auto kind = static_cast<int>(p.kind);
   // In place as each call defines it (reduce: the root's dst only matters, so not compared).
   const bool scatter =
       p.kind == ReduceKind::kReduceScatter || p.kind == ReduceKind::kReduceScatterRing;
-  const bool in_place =
-      scatter ? dst == src + static_cast<std::size_t>(comm.index) * p.count
-              : (p.kind != ReduceKind::kReduce && static_cast<const void*>(dst) == src);
-  check_args(comm, epoch,
+  const bool in_place = scatter ? dst == src + static_cast<std::size_t>(comm.index) * p.count
+                                : (p.kind != ReduceKind::kReduce && dst == src);
+  check_args(comm, c.epoch,
              {.code = kReduceCodes + static_cast<std::uint32_t>(kind),
               .count = p.count,
               .count_name = "count",
@@ -103,35 +109,31 @@ __global__ void __launch_bounds__(kMaxThreads)
               .in_place = in_place,
               .name = kReduceNames[kind]},
              kReduceEntryNames[kind]);
+  return c;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    reduce_kernel(const __grid_constant__ ReduceParams p) {
+  const device::Communicator& comm = p.comm;
+  const ReduceCall c = begin_reduce<T>(p);
+  const std::uint64_t epoch = c.epoch;
+  const int channel = static_cast<int>(blockIdx.x);
+  const std::size_t first = c.first;
+  const std::size_t n = c.n;
+  T* dst = static_cast<T*>(p.dst);
+  const T* src = static_cast<const T*>(p.src);
   const device::Round round{epoch, channel, 0};
   switch (p.kind) {
     case ReduceKind::kAllReducePull:
       device::all_reduce(iris::block{}, comm, round, dst + first, src + first, n, p.op,
                          Algorithm::kOneShotPull);
       break;
-    case ReduceKind::kAllReducePush: {
-      // One-shot push: this block's elements [first, last) of every member's input, each in the
-      // sender's row of this rank's staging (parity epoch % 2; workspace.hpp), after one meeting
-      // of the team that orders the writes before it. No exit meeting: a parity is written again
-      // two calls later, and each call meets (or, in packets, hears from) every member, so by
-      // then every member has finished reading it (docs/ccl.md has the argument).
-      const int members = comm.team.size;
-      auto* parity = static_cast<std::byte*>(p.staging) +
-                     (epoch & 1) * static_cast<std::size_t>(members) * p.row;
-      const std::size_t skew = reinterpret_cast<std::uintptr_t>(src) % 16;
-      auto row = [&](int k) {
-        return reinterpret_cast<T*>(parity + static_cast<std::size_t>(k) * p.row + skew) + first;
-      };
-      put_to_members(comm, row(comm.index), src + first, n);
-      team_exchange(comm, channel, exchange_value(epoch, 0), kReduceEntryNames[kind]);
-      reduce_span(
-          comm, dst + first, false,
-          [&](int k) -> const T* { return k == comm.index ? src + first : row(k); }, n, p.op);
-      break;
-    }
     case ReduceKind::kAllReduceTwoShot:
       device::all_reduce(iris::block{}, comm, round, dst + first, src + first, n, p.op,
                          Algorithm::kTwoShot);
+      break;
+    case ReduceKind::kAllReducePush:  // all_reduce_push_kernel, never launched as this one
       break;
     case ReduceKind::kReduceScatter: {
       const std::uint64_t entry = exchange_value(epoch, 0);
@@ -166,6 +168,34 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
   }
   device::end(comm, epoch);
+}
+
+/// One-shot push all_reduce (its own kernel: a small one, as the latency algorithms' are). Each
+/// block writes its elements [first, first + n) of src into this rank's row of every other
+/// member's staging (parity epoch % 2; workspace.hpp), meets the same block of every member
+/// (which orders those writes before it), and reduces the elements in team order from its own
+/// src and its rows. No exit meeting: a parity is written again two calls later, and each call
+/// meets (or, in packets, hears from) every member, so by then every member has finished reading
+/// it (docs/ccl.md has the argument).
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    all_reduce_push_kernel(const __grid_constant__ ReduceParams p) {
+  const device::Communicator& comm = p.comm;
+  const ReduceCall c = begin_reduce<T>(p);
+  const T* src = static_cast<const T*>(p.src) + c.first;
+  auto* parity = static_cast<std::byte*>(p.staging) +
+                 (c.epoch & 1) * static_cast<std::size_t>(comm.team.size) * p.row;
+  const std::size_t skew = reinterpret_cast<std::uintptr_t>(p.src) % 16;
+  auto row = [&](int k) {
+    return reinterpret_cast<T*>(parity + static_cast<std::size_t>(k) * p.row + skew) + c.first;
+  };
+  put_to_members(comm, row(comm.index), src, c.n);
+  team_exchange(comm, static_cast<int>(blockIdx.x), exchange_value(c.epoch, 0),
+                kReduceEntryNames[static_cast<int>(ReduceKind::kAllReducePush)]);
+  reduce_span(
+      comm, static_cast<T*>(p.dst) + c.first, false,
+      [&](int k) -> const T* { return k == comm.index ? src : row(k); }, c.n, p.op);
+  device::end(comm, c.epoch);
 }
 
 /// The payload of a packet read as its two halves (iris/device/packet.hpp), when both carry
@@ -407,8 +437,13 @@ void with_type(DataType type, F&& f) {
 
 void launch_reduce(const ReduceParams& params, DataType type, int blocks, int threads,
                    cudaStream_t stream) {
-  with_type(type,
-            [&](auto t) { reduce_kernel<decltype(t)><<<blocks, threads, 0, stream>>>(params); });
+  with_type(type, [&](auto t) {
+    using T = decltype(t);
+    if (params.kind == ReduceKind::kAllReducePush)
+      all_reduce_push_kernel<T><<<blocks, threads, 0, stream>>>(params);
+    else
+      reduce_kernel<T><<<blocks, threads, 0, stream>>>(params);
+  });
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -435,6 +470,7 @@ int resident_reduce_blocks(int threads) {
                         DataType::kInt32, DataType::kInt64, DataType::kUInt8}) {
     with_type(type, [&](auto t) {
       count(reinterpret_cast<const void*>(&reduce_kernel<decltype(t)>));
+      count(reinterpret_cast<const void*>(&all_reduce_push_kernel<decltype(t)>));
       count(reinterpret_cast<const void*>(&all_reduce_packets_kernel<decltype(t)>));
       count(reinterpret_cast<const void*>(&all_reduce_packets_two_shot_kernel<decltype(t)>));
     });
