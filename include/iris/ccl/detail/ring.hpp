@@ -249,28 +249,38 @@ IRIS_DEVICE_FN void ring_reduce_scatter(const device::Communicator& comm, int ch
       for (std::size_t i = g; i < g_end; ++i) {
         const std::size_t at = first + i * slot;  // element within the part
         const std::size_t len = first + n - at < slot ? first + n - at : slot;
-        if (block.thread_rank() == 0) {
-          if (t > 0)
-            ring_await(comm, &c->ring_data[channel][0], ring_value(epoch, used), left, channel,
-                       "ccl reduce_scatter", t + 1, steps);
-          if (!last && made >= static_cast<std::uint64_t>(kRingSlots))
-            ring_await(comm, &c->ring_room[channel][0], ring_value(epoch, made - kRingSlots), right,
-                       channel, "ccl reduce_scatter", t + 1, steps);
+        // Block syncs only around a wait or an announcement (block-uniform): a team of two has
+        // neither (one step, from the neighbour's input straight to dst), and then its
+        // sub-chunks stream without draining the block's loads between them.
+        const bool reads_staging = t > 0;
+        const bool waits =
+            reads_staging || (!last && made >= static_cast<std::uint64_t>(kRingSlots));
+        if (waits) {
+          if (block.thread_rank() == 0) {
+            if (reads_staging)
+              ring_await(comm, &c->ring_data[channel][0], ring_value(epoch, used), left, channel,
+                         "ccl reduce_scatter", t + 1, steps);
+            if (!last && made >= static_cast<std::uint64_t>(kRingSlots))
+              ring_await(comm, &c->ring_room[channel][0], ring_value(epoch, made - kRingSlots),
+                         right, channel, "ccl reduce_scatter", t + 1, steps);
+          }
+          block.sync();
         }
-        block.sync();
         const std::size_t offset = static_cast<std::size_t>(part) * count + at;
-        ring_reduce_chunk<T, Op>(last ? nullptr : staging + (made % kRingSlots) * slot,
-                                 last ? dst + at : nullptr,
-                                 t > 0 ? left_staging + (used % kRingSlots) * slot : nullptr,
-                                 left_src + offset, src + offset, len, members, vectors);
-        block.sync();
-        if (block.thread_rank() == 0) {
-          if (t > 0)
-            announce(comm, &c->ring_room[channel][0], ring_value(epoch, used),
-                     comm.world_rank(left));
-          if (!last)
-            announce(comm, &c->ring_data[channel][0], ring_value(epoch, made),
-                     comm.world_rank(right));
+        ring_reduce_chunk<T, Op>(
+            last ? nullptr : staging + (made % kRingSlots) * slot, last ? dst + at : nullptr,
+            reads_staging ? left_staging + (used % kRingSlots) * slot : nullptr, left_src + offset,
+            src + offset, len, members, vectors);
+        if (reads_staging || !last) {
+          block.sync();
+          if (block.thread_rank() == 0) {
+            if (reads_staging)
+              announce(comm, &c->ring_room[channel][0], ring_value(epoch, used),
+                       comm.world_rank(left));
+            if (!last)
+              announce(comm, &c->ring_data[channel][0], ring_value(epoch, made),
+                       comm.world_rank(right));
+          }
         }
         if (t > 0) ++used;
         if (!last) ++made;
