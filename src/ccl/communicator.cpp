@@ -13,6 +13,7 @@
 
 #include "ccl/checks.hpp"
 #include "ccl/launch.hpp"
+#include "ccl/selection.hpp"
 #include "iris/ccl/detail/workspace.hpp"
 #include "iris/host/env.hpp"
 #include "iris/host/error.hpp"
@@ -21,15 +22,10 @@ namespace iris::ccl {
 
 namespace {
 
+using detail::bounded;
+using detail::in_packets;
 using detail::kMaxChannels;
-
-/// Bytes a block handles at least before the next block is added, by default.
-constexpr std::size_t kDefaultChunkBytes = std::size_t{64} << 10;
-/// The one-shots' (packets and push): one packet (8 payload bytes) per thread of a default
-/// 256-thread block, so that each thread's wait is one read of every member's packet
-/// (reduce_kernels.cu) and a message spreads over more blocks rather than over more packets per
-/// thread; the push, a latency algorithm too, spreads the same way.
-constexpr std::size_t kDefaultOneShotChunkBytes = std::size_t{2} << 10;
+using detail::Plan;
 
 /// What each rank tells the others at construction, to size the default SM budget.
 struct PeerInfo {
@@ -41,31 +37,11 @@ struct PeerInfo {
   std::int32_t resident_move;    ///< the same for the movement kernel
 };
 
-/// The all_reduces whose data travels in packets (bounded by CommunicatorOptions::packet_bytes).
-bool in_packets(Algorithm a) {
-  return a == Algorithm::kOneShot || a == Algorithm::kTwoShotPackets;
-}
-
-/// The all_reduces whose messages are stored in the workspace, so bounded by its size.
-bool bounded(Algorithm a) {
-  return in_packets(a) || a == Algorithm::kOneShotPush;
-}
-
-bool reduces(Collective c) {
-  return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
-}
-
 std::uint64_t host_hash() {
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
   return std::hash<std::string>{}(name);
 }
-
-struct Plan {
-  Algorithm algorithm = Algorithm::kAuto;
-  int blocks = 1;
-  std::size_t chunk = 0;
-};
 
 std::size_t ceil_div(std::size_t a, std::size_t b) {
   return (a + b - 1) / b;
@@ -102,13 +78,9 @@ struct Communicator::State {
   /// Block c of every member meets on channel c (detail/sync.hpp); one channel per block of the
   /// largest grid a call launches.
   Barriers barriers;
-  int max_blocks = 1;        ///< SM budget of the reducing collectives
-  int move_max_blocks = 1;   ///< SM budget of the others
-  int block_limit = 1;       ///< blocks of a reducing call that can all be resident (block_limit)
-  int move_block_limit = 1;  ///< the same for the others
   int move_in_flight = detail::kMoveInFlight;  ///< the movement kernel's vectors in flight
-  TuningTable table;
-  ForcedAlgorithms forced{};
+  /// Budgets, limits, the table and the forcing: what a call's shape is decided from.
+  detail::Selector select;
   detail::HeapRange heap;
 
   device::Communicator handle() const {
@@ -116,94 +88,9 @@ struct Communicator::State {
             barriers.device()};
   }
 
-  std::size_t message_capacity(Algorithm algorithm) const {
-    if (algorithm == Algorithm::kOneShot)
-      return detail::packet_payload_capacity(options.packet_bytes, team.size);
-    if (algorithm == Algorithm::kTwoShotPackets)
-      return detail::two_shot_payload_capacity(options.packet_bytes, team.size);
-    if (algorithm == Algorithm::kOneShotPush)
-      return detail::push_payload_capacity(options.staging_bytes, team.size);
-    return 0;
-  }
-
-  /// Why `algorithm` cannot run this call, or null.
-  const char* unfit(Collective c, Algorithm algorithm, std::size_t bytes, bool in_place) const {
-    if (!collective_has(c, algorithm)) return "the collective has no such algorithm";
-    if (c == Collective::kAllReduce) {
-      if (in_packets(algorithm) && bytes > message_capacity(algorithm))
-        return "the message is larger than the packet slots take (CommunicatorOptions::"
-               "packet_bytes)";
-      if (algorithm == Algorithm::kOneShotPush && bytes > message_capacity(algorithm))
-        return "the message is larger than a sender's staging row (CommunicatorOptions::"
-               "staging_bytes / 2 / team size)";
-      if (algorithm == Algorithm::kOneShotPull && in_place)
-        return "one_shot_pull cannot run in place (members read each other's input while "
-               "writing their output)";
-    }
-    if (c == Collective::kReduceScatter && algorithm == Algorithm::kRing &&
-        options.staging_bytes < detail::kRingSlots * std::size_t{256})
-      return "the communicator has too little staging for the ring's partial sums "
-             "(CommunicatorOptions::staging_bytes must be at least 1024)";
-    return nullptr;
-  }
-
-  Algorithm fallback(Collective c, std::size_t bytes, bool in_place) const {
-    if (c == Collective::kAllReduce)
-      return unfit(c, Algorithm::kOneShot, bytes, in_place) == nullptr && bytes <= (256u << 10)
-                 ? Algorithm::kOneShot
-                 : Algorithm::kTwoShot;
-    return Algorithm::kPull;
-  }
-
   Plan plan(Collective c, std::size_t bytes, const Options& options, bool in_place,
             const char* call) const {
-    if (options.max_blocks < 0 || options.max_blocks > kMaxChannels)
-      throw Error(Errc::kInvalidArgument, std::string("iris::ccl::") + call +
-                                              ": Options::max_blocks " +
-                                              std::to_string(options.max_blocks) +
-                                              " is outside 0.." + std::to_string(kMaxChannels));
-    const int limit = reduces(c) ? block_limit : move_block_limit;
-    if (options.max_blocks > limit)
-      throw Error(Errc::kInvalidArgument,
-                  std::string("iris::ccl::") + call + ": Options::max_blocks " +
-                      std::to_string(options.max_blocks) + " is more than the " +
-                      std::to_string(limit) +
-                      " blocks of this call's kernel that every member can keep resident at once "
-                      "(Communicator::block_limit): the blocks wait for each other's, so a larger "
-                      "grid can hang; ask for at most " +
-                      std::to_string(limit));
-    Plan plan;
-    int blocks = options.max_blocks;
-    plan.chunk = options.chunk_bytes;
-    const Algorithm forced = options.algorithm != Algorithm::kAuto
-                                 ? options.algorithm
-                                 : this->forced[static_cast<int>(c)];
-    if (forced != Algorithm::kAuto) {
-      if (const char* why = unfit(c, forced, bytes, in_place))
-        throw Error(Errc::kInvalidArgument,
-                    std::string("iris::ccl::") + call + ": algorithm " +
-                        std::string(to_string(forced)) + " (forced by " +
-                        (options.algorithm != Algorithm::kAuto ? "Options::algorithm"
-                                                               : std::string(kAlgorithmEnv)) +
-                        ") cannot run this call: " + why);
-      plan.algorithm = forced;
-    } else {
-      for (const TuningEntry* e : table.candidates(c, team.size, bytes)) {
-        if (unfit(c, e->algorithm, bytes, in_place) != nullptr) continue;
-        plan.algorithm = e->algorithm;
-        if (blocks == 0) blocks = std::min(e->max_blocks, limit);  // a table of another GPU
-        if (plan.chunk == 0) plan.chunk = e->chunk_bytes;
-        break;
-      }
-      if (plan.algorithm == Algorithm::kAuto) plan.algorithm = fallback(c, bytes, in_place);
-    }
-    if (blocks <= 0 || blocks > kMaxChannels) blocks = reduces(c) ? max_blocks : move_max_blocks;
-    if (plan.chunk == 0)
-      plan.chunk = in_packets(plan.algorithm) || plan.algorithm == Algorithm::kOneShotPush
-                       ? kDefaultOneShotChunkBytes
-                       : kDefaultChunkBytes;
-    plan.blocks = static_cast<int>(std::clamp<std::size_t>(ceil_div(bytes, plan.chunk), 1, blocks));
-    return plan;
+    return select.plan(c, bytes, options, in_place, call);
   }
 
   void heap_check(const void* ptr, std::size_t bytes, const char* call, const char* name) const {
@@ -285,7 +172,11 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   std::vector<PeerInfo> all(ctx.world_size());
   ctx.bootstrap().allgather(&mine, all.data(), sizeof(PeerInfo));
   int reduce_budget = kMaxChannels, move_budget = kMaxChannels;
-  s.block_limit = s.move_block_limit = kMaxChannels;
+  detail::Selector& sel = s.select;
+  sel.team_size = team.size;
+  sel.packet_bytes = options.packet_bytes;
+  sel.staging_bytes = options.staging_bytes;
+  sel.block_limit = sel.move_block_limit = kMaxChannels;
   for (int k = 0; k < team.size; ++k) {
     const PeerInfo& p = all[team.world_rank(k)];
     int sharing = 0;
@@ -311,26 +202,26 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
                         "): a call's blocks wait for every member's, so a larger grid can hang; "
                         "ask for fewer blocks, or fewer threads per block");
     }
-    s.block_limit = std::min(s.block_limit, resident(p.resident_reduce));
-    s.move_block_limit = std::min(s.move_block_limit, resident(p.resident_move));
+    sel.block_limit = std::min(sel.block_limit, resident(p.resident_reduce));
+    sel.move_block_limit = std::min(sel.move_block_limit, resident(p.resident_move));
     const auto own = [&](int per_sm) {
       return p.max_blocks > 0 ? p.max_blocks : std::max(1, resident(per_sm) / 2);
     };
     reduce_budget = std::min(reduce_budget, own(p.resident_reduce));
     move_budget = std::min(move_budget, own(p.resident_move));
   }
-  s.max_blocks = std::max(1, reduce_budget);
-  s.move_max_blocks = std::max(1, move_budget);
+  sel.max_blocks = std::max(1, reduce_budget);
+  sel.move_max_blocks = std::max(1, move_budget);
 
   if (auto path = env::get(kTuningEnv)) {
-    s.table = TuningTable::from_file(*path);
+    sel.table = TuningTable::from_file(*path);
   } else {
-    s.table = TuningTable::defaults();
+    sel.table = TuningTable::defaults();
   }
   if (auto forced = env::get(kAlgorithmEnv)) {
-    s.forced = parse_forced_algorithms(*forced);
+    sel.forced = parse_forced_algorithms(*forced);
   } else {
-    s.forced.fill(Algorithm::kAuto);
+    sel.forced.fill(Algorithm::kAuto);
   }
 
   if (auto vectors = env::get(detail::kMoveVectorsEnv)) {
@@ -384,14 +275,14 @@ int Communicator::size() const {
   return state_->team.size;
 }
 int Communicator::max_blocks() const {
-  return std::min(state_->max_blocks, state_->move_max_blocks);
+  return std::min(state_->select.max_blocks, state_->select.move_max_blocks);
 }
 int Communicator::max_blocks(Collective collective) const {
-  return reduces(collective) ? state_->max_blocks : state_->move_max_blocks;
+  return state_->select.budget(collective);
 }
 
 int Communicator::block_limit(Collective collective) const {
-  return reduces(collective) ? state_->block_limit : state_->move_block_limit;
+  return state_->select.limit(collective);
 }
 std::size_t Communicator::message_capacity(Algorithm algorithm) const {
   if (!bounded(algorithm))
@@ -399,18 +290,18 @@ std::size_t Communicator::message_capacity(Algorithm algorithm) const {
                 "iris::ccl::Communicator::message_capacity: " + std::string(to_string(algorithm)) +
                     " is not an all_reduce that stores its message in the workspace (one_shot, "
                     "two_shot_packets, one_shot_push)");
-  return state_->message_capacity(algorithm);
+  return state_->select.message_capacity(algorithm);
 }
 std::string_view Communicator::cannot_run(Collective collective, Algorithm algorithm,
                                           std::size_t bytes, bool in_place) const {
-  const char* why = state_->unfit(collective, algorithm, bytes, in_place);
+  const char* why = state_->select.unfit(collective, algorithm, bytes, in_place);
   return why == nullptr ? std::string_view() : std::string_view(why);
 }
 device::Communicator Communicator::device() const {
   return state_->handle();
 }
 const TuningTable& Communicator::tuning() const {
-  return state_->table;
+  return state_->select.table;
 }
 
 Algorithm Communicator::select(Collective collective, std::size_t bytes, const Options& options,

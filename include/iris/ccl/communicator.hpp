@@ -103,8 +103,8 @@ class Communicator {
   /// The most blocks a call of `collective` may take: its kernel's blocks that the GPU holds at
   /// once, divided among the ranks that share the GPU (the smallest across the team). A call's
   /// blocks wait for every member's, so all must be resident; a budget above this
-  /// (CommunicatorOptions::max_blocks, Options::max_blocks) is an iris::Error, and a tuning
-  /// table's is cut to it.
+  /// (CommunicatorOptions::max_blocks, Options::max_blocks) is an iris::Error. A tuning
+  /// table's entry is cut to max_blocks(collective): only a call's Options go above the budget.
   int block_limit(Collective collective) const;
   /// Largest all_reduce (bytes) that `algorithm` takes, for the ones that store the message in
   /// the communicator's workspace: kOneShot and kTwoShotPackets (the packet slots,

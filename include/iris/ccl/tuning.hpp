@@ -42,7 +42,7 @@ struct TuningEntry {
   std::size_t bytes_min = 0;
   std::size_t bytes_max = std::numeric_limits<std::size_t>::max();
   Algorithm algorithm = Algorithm::kAuto;
-  int max_blocks = 0;           ///< 0: the communicator's budget
+  int max_blocks = 0;           ///< 0: the communicator's budget; never more than it
   std::size_t chunk_bytes = 0;  ///< 0: the algorithm's default
 
   bool matches(Collective c, int team_size, std::size_t bytes) const {
