@@ -58,10 +58,10 @@ Algorithm Selector::fallback(Collective c, std::size_t bytes, bool in_place) con
 Plan Selector::plan(Collective c, std::size_t bytes, const Options& options, bool in_place,
                     const char* call) const {
   if (options.max_blocks < 0 || options.max_blocks > kMaxChannels)
-    throw Error(Errc::kInvalidArgument,
-                std::string("iris::ccl::") + call + ": Options::max_blocks " +
-                    std::to_string(options.max_blocks) + " is outside 0.." +
-                    std::to_string(kMaxChannels));
+    throw Error(Errc::kInvalidArgument, std::string("iris::ccl::") + call +
+                                            ": Options::max_blocks " +
+                                            std::to_string(options.max_blocks) + " is outside 0.." +
+                                            std::to_string(kMaxChannels));
   if (options.max_blocks > limit(c))
     throw Error(Errc::kInvalidArgument,
                 std::string("iris::ccl::") + call + ": Options::max_blocks " +

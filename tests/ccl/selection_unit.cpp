@@ -56,10 +56,10 @@ TEST(CclSelection, TheCallBeatsTheEnvironmentWhichBeatsTheTable) {
             Algorithm::kOneShotPush);
   s.forced[static_cast<int>(Collective::kAllReduce)] = Algorithm::kTwoShot;
   EXPECT_EQ(s.plan(Collective::kAllReduce, bytes, {}, false, "t").algorithm, Algorithm::kTwoShot);
-  EXPECT_EQ(s.plan(Collective::kAllReduce, bytes, {.algorithm = Algorithm::kOneShotPull}, false,
-                   "t")
-                .algorithm,
-            Algorithm::kOneShotPull);
+  EXPECT_EQ(
+      s.plan(Collective::kAllReduce, bytes, {.algorithm = Algorithm::kOneShotPull}, false, "t")
+          .algorithm,
+      Algorithm::kOneShotPull);
   // Forcing one collective leaves the others to the table.
   EXPECT_EQ(s.plan(Collective::kAllGather, bytes, {}, false, "t").algorithm, Algorithm::kPull);
 }
@@ -75,8 +75,7 @@ TEST(CclSelection, EntriesThatCannotRunTheCallAreSkippedAndForcedOnesAreErrors) 
   // Too large for the packet slots: the next entry; in place as well: the one after.
   EXPECT_EQ(s.plan(Collective::kAllReduce, fits + 8, {}, false, "t").algorithm,
             Algorithm::kOneShotPull);
-  EXPECT_EQ(s.plan(Collective::kAllReduce, fits + 8, {}, true, "t").algorithm,
-            Algorithm::kTwoShot);
+  EXPECT_EQ(s.plan(Collective::kAllReduce, fits + 8, {}, true, "t").algorithm, Algorithm::kTwoShot);
   EXPECT_THAT(
       message_of([&] {
         s.plan(Collective::kAllReduce, fits + 8, {.algorithm = Algorithm::kOneShot}, false,
