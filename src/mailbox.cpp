@@ -183,6 +183,12 @@ std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
              " is not one that this device collective implements (iris/ccl/device.hpp lists "
              "each one's)" +
              where;
+    case ErrorKind::kMessageTooLarge:
+      return who + ": rank " + std::to_string(m.target_rank) + " sends " +
+             std::to_string(m.observed) + " bytes, more than the " + std::to_string(m.expected) +
+             " bytes the receive buffer holds (nothing was copied; a recv takes at most its "
+             "size)" +
+             where;
     case ErrorKind::kNone:
       break;
   }

@@ -119,8 +119,7 @@ struct Communicator::State {
       params.tile = ceil_div(params.rows, std::min<std::size_t>(plan.blocks, params.rows));
       blocks = static_cast<int>(ceil_div(params.rows, params.tile));
     }
-    // A send only announces its buffer and waits: one block serves every channel the
-    // receiver's grid uses.
+    // A send only announces its buffer and waits for the receiver: one block.
     if (params.kind == detail::MoveKind::kSend) blocks = 1;
     make_current();
     detail::launch_move(params, blocks, options.threads, stream);
@@ -645,8 +644,8 @@ void Communicator::send_bytes(const void* src, std::size_t bytes, int peer, cuda
   detail::check_root(peer, s.team.size, kCall, "peer");
   if (peer == s.index)
     throw Error(Errc::kInvalidArgument, "iris::ccl::send: peer is this rank's own index");
-  if (bytes == 0) return;
-  s.heap_check(src, bytes, kCall, "src");
+  // An empty message still meets its recv: the pair's sequence stays in step.
+  if (bytes != 0) s.heap_check(src, bytes, kCall, "src");
   const Plan plan = s.plan(Collective::kSendRecv, bytes, options, false, kCall);
   const detail::MoveParams p{.kind = detail::MoveKind::kSend,
                              .src = static_cast<const std::byte*>(src),
@@ -662,8 +661,7 @@ void Communicator::recv_bytes(void* dst, std::size_t bytes, int peer, cudaStream
   detail::check_root(peer, s.team.size, kCall, "peer");
   if (peer == s.index)
     throw Error(Errc::kInvalidArgument, "iris::ccl::recv: peer is this rank's own index");
-  if (bytes == 0) return;
-  s.heap_check(dst, bytes, kCall, "dst");
+  if (bytes != 0) s.heap_check(dst, bytes, kCall, "dst");
   const Plan plan = s.plan(Collective::kSendRecv, bytes, options, false, kCall);
   const detail::MoveParams p{.kind = detail::MoveKind::kRecv,
                              .dst = static_cast<std::byte*>(dst),

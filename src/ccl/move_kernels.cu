@@ -88,37 +88,58 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
     const bool sending = p.kind == MoveKind::kSend;
     EpochCounter* counter = sending ? &control->send[p.peer] : &control->recv[p.peer];
     const std::uint64_t seq = epoch_begin(counter);
-    if (!sending) check_channel(comm, channel, "ccl recv");
     const int self = ctx.rank();
     if (sending) {
-      // One block: thread c announces the buffer on channel c to the receiver's block c (the
-      // receiver pulls), then waits for that block to be done with it.
-      const std::size_t channels = p.bytes == 0 ? 1 : (p.bytes + p.tile - 1) / p.tile;
-      for (std::size_t ch = threadIdx.x; ch < channels; ch += blockDim.x) {
-        check_channel(comm, static_cast<int>(ch), "ccl send");
-        *ctx.translate(&control->send_offset[ch][self], p.peer) = ctx.offset_of(p.src);
-        *ctx.translate(&control->send_bytes[ch][self], p.peer) = p.bytes;
-        announce(comm, &control->ready[ch][self], seq, p.peer);
-      }
-      for (std::size_t ch = threadIdx.x; ch < channels; ch += blockDim.x)
-        await(comm, &control->done[ch][p.peer], seq, p.peer, "ccl send (receiver done)");
-      __syncthreads();
-    } else {
-      __shared__ std::uint64_t offset, bytes;
+      // One thread announces the buffer to the receiver (which pulls it, on as many blocks as
+      // its own call has: the sender need not know them), then waits until the receiver's
+      // last block is done with it.
       if (threadIdx.x == 0) {
-        await(comm, &control->ready[channel][p.peer], seq, p.peer, "ccl recv (sender ready)");
-        offset = control->send_offset[channel][p.peer];
-        bytes = control->send_bytes[channel][p.peer];
+        *ctx.translate(&control->send_offset[self], p.peer) =
+            p.bytes == 0 ? 0 : ctx.offset_of(p.src);
+        *ctx.translate(&control->send_bytes[self], p.peer) = p.bytes;
+        announce(comm, &control->ready[self], seq, p.peer);
+        await(comm, &control->done[p.peer], seq, p.peer, "ccl send (receiver done)");
       }
-      __syncthreads();
-      const std::size_t n_all = bytes < p.bytes ? bytes : p.bytes;
-      const Slice s = slice_of(n_all, p.tile, c);
+      epoch_end(counter, seq);
+      return;
+    }
+    __shared__ std::uint64_t offset, bytes;
+    if (threadIdx.x == 0) {
+      await(comm, &control->ready[p.peer], seq, p.peer, "ccl recv (sender ready)");
+      offset = control->send_offset[p.peer];
+      bytes = control->send_bytes[p.peer];
+      // Every block checks before it copies anything: a message that does not fit is reported
+      // whole, and no byte of it is written.
+      if (bytes > p.bytes)
+        iris::device::detail::report_and_trap(
+            ctx, {.kind = iris::device::detail::ErrorKind::kMessageTooLarge,
+                  .operation = "ccl recv",
+                  .target_rank = p.peer,
+                  .expected = p.bytes,
+                  .observed = bytes});
+    }
+    __syncthreads();
+    const Slice s = slice_of(bytes, p.tile, c);
+    if (s.n != 0) {
       const std::byte* remote = ctx.at<const std::byte>(offset, ctx.rank());
       get(block, ctx, p.dst + s.first, remote + s.first, s.n, p.peer);
-      __syncthreads();
-      if (threadIdx.x == 0) announce(comm, &control->done[channel][self], seq, p.peer);
     }
-    epoch_end(counter, seq);
+    // The last block to finish tells the sender its buffer is free (its reads are done: every
+    // thread has its bytes before the block syncs), and advances the count for the next recv.
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const unsigned blocks = gridDim.x;
+      bool last = blocks == 1;
+      if (!last) {
+        __threadfence();
+        last = atomicAdd(&counter->finished, 1u) == blocks - 1;
+      }
+      if (last) {
+        if (blocks != 1) counter->finished = 0;
+        counter->value = seq;
+        announce(comm, &control->done[self], seq, p.peer);
+      }
+    }
     return;
   }
 

@@ -674,6 +674,59 @@ TEST(CclSendRecv, RingBothDirectionsSeveralSizes) {
   cudaStreamDestroy(recv_stream);
 }
 
+// The sender's size counts: a receive buffer larger than the message keeps its bytes past it,
+// an empty send is a message too, and the two ends' block budgets need not agree (each end
+// shapes its own grid).
+TEST(CclSendRecv, TheSendersSizeCountsWhateverEitherEndsOptions) {
+  auto& comm = world();
+  const int n = comm.size();
+  const int me = comm.index();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  cudaStream_t send_stream, recv_stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&send_stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&recv_stream, cudaStreamNonBlocking), cudaSuccess);
+  const int most = comm.max_blocks(iris::ccl::Collective::kSendRecv);
+  struct Case {
+    std::size_t sent, room;
+    int send_blocks, recv_blocks;
+  };
+  const Case cases[] = {{1, 4096, 0, 0},
+                        {3333, std::size_t{2} << 20, 1, most},
+                        {std::size_t{2} << 20, (std::size_t{2} << 20) + 1000, most, 1},
+                        {std::size_t{4} << 20, std::size_t{4} << 20, 1, 3},
+                        {0, 512, 0, 0},
+                        {0, 0, 0, 0},
+                        {777, 777, 0, 0}};
+  int round = 0;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(testing::Message() << "sent " << k.sent << " into " << k.room << ", blocks "
+                                    << k.send_blocks << "/" << k.recv_blocks);
+    ++round;
+    std::byte* src = arenas().a;
+    std::byte* dst = arenas().b;
+    poison(dst, k.room + 64);
+    fill_bytes(src, context().rank() + round, k.sent);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    comm.send(src, k.sent, right, send_stream, {.max_blocks = k.send_blocks});
+    comm.recv(dst, k.room, left, recv_stream, {.max_blocks = k.recv_blocks});
+    ASSERT_EQ(cudaStreamSynchronize(send_stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(recv_stream), cudaSuccess);
+    const auto got = download(dst, k.room + 64);
+    for (std::size_t j = 0; j < got.size(); ++j) {
+      const std::byte want = j < k.sent
+                                 ? std::byte{byte_of(comm.team().world_rank(left) + round, j)}
+                                 : std::byte{kPoison};
+      if (got[j] != want) {
+        ADD_FAILURE() << "byte " << j << (j < k.sent ? " of the message" : " past it");
+        break;
+      }
+    }
+    context().barrier();  // nobody refills src before its receiver is done
+  }
+  cudaStreamDestroy(send_stream);
+  cudaStreamDestroy(recv_stream);
+}
+
 TEST(CclBarrier, OrdersWritesToPeers) {
   auto& comm = world();
   auto slots = context().full<int>(comm.size(), -1);

@@ -260,6 +260,19 @@ TEST(Mailbox, BadAlgorithmNamesTheValue) {
   EXPECT_FALSE(mailbox_is_timeout(m));
 }
 
+TEST(Mailbox, MessageTooLargeNamesTheSenderAndBothSizes) {
+  ErrorMailbox m = complete(ErrorKind::kMessageTooLarge, "ccl recv");
+  m.rank = 1;
+  m.target_rank = 0;
+  m.expected = 4096;
+  m.observed = 8192;
+  EXPECT_EQ(mailbox_report(m).value(),
+            "rank 1: ccl recv: rank 0 sends 8192 bytes, more than the 4096 bytes the receive "
+            "buffer holds (nothing was copied; a recv takes at most its size) (block 0, thread "
+            "0)");
+  EXPECT_FALSE(mailbox_is_timeout(m));
+}
+
 TEST(Mailbox, UnfinishedOrUnknownReportsStillSaySomething) {
   ErrorMailbox writing{};
   writing.state = MailboxState::kWriting;

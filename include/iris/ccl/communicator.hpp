@@ -177,10 +177,15 @@ class Communicator {
   void scatter_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
                      const Options& options = {});
   /// Sends src to team member `peer`, which calls recv; returns (on the stream) once the peer
-  /// has read it. Sends to one peer are received in order.
+  /// has read it. Sends to one peer are received in order, one recv each; an empty send (0
+  /// bytes) is a message too, and still needs its recv. Only the two ends take part: the other
+  /// members need not call anything.
   void send_bytes(const void* src, std::size_t bytes, int peer, cudaStream_t stream,
                   const Options& options = {});
-  /// Receives what member `peer` sends (at most `bytes`; the sender's size counts).
+  /// Receives what member `peer` sends into dst, which holds `bytes`: the sender's size counts
+  /// (dst past it is untouched). A sender of more than `bytes` is reported by the receiving
+  /// kernel, which copies nothing and traps (the next synchronization throws the report). The
+  /// two ends' Options need not agree.
   void recv_bytes(void* dst, std::size_t bytes, int peer, cudaStream_t stream,
                   const Options& options = {});
   /// Every member's earlier work on its stream is done and visible before any member goes on.

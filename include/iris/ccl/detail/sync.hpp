@@ -72,19 +72,6 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t exchange_value(std::uint64_t epoch
   return epoch * kStepsPerEpoch + step;
 }
 
-/// Reports and traps unless `channel` is one the workspace's send/recv slots have.
-IRIS_DEVICE_FN IRIS_FORCEINLINE void check_channel(const device::Communicator& comm, int channel,
-                                                   const char* operation) {
-  if (channel < 0 || channel >= kMaxChannels) {
-    iris::device::detail::report_and_trap(comm.ctx,
-                                          {.kind = iris::device::detail::ErrorKind::kTooManyBlocks,
-                                           .operation = operation,
-                                           .target_rank = comm.ctx.rank(),
-                                           .expected = static_cast<std::uint64_t>(kMaxChannels),
-                                           .observed = static_cast<std::uint64_t>(channel)});
-  }
-}
-
 /// The whole block meets block `channel` of every team member at `value` (exchange_value of the
 /// call's epoch and a step above the block's earlier steps in the call), on the communicator's
 /// barrier object. Ordering: every write the block made before, to any rank, is visible to every

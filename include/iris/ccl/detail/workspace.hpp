@@ -20,8 +20,7 @@
 
 namespace iris::ccl::detail {
 
-/// Blocks one collective runs on at most: each block has its own barrier channel and send/recv
-/// slots.
+/// Blocks one collective runs on at most: each block has its own barrier channel.
 inline constexpr int kMaxChannels = 128;
 /// Members of a team, and world ranks a send/recv may name.
 inline constexpr int kMaxRanks = 128;
@@ -42,13 +41,14 @@ struct Control {
   EpochCounter team;             ///< collectives of the team (every member runs each one)
   EpochCounter send[kMaxRanks];  ///< sends to world rank r
   EpochCounter recv[kMaxRanks];  ///< receives from world rank r
-  /// ready[c][r]: the send sequence world rank r announced to this rank (a send to it).
-  alignas(kLine) std::uint64_t ready[kMaxChannels][kMaxRanks];
-  /// done[c][r]: the send sequence world rank r has finished reading from this rank.
-  alignas(kLine) std::uint64_t done[kMaxChannels][kMaxRanks];
+  /// ready[r]: the send sequence world rank r announced to this rank (a send to it).
+  alignas(kLine) std::uint64_t ready[kMaxRanks];
+  /// done[r]: the send sequence world rank r has finished reading from this rank (the last of
+  /// its receiving blocks to finish says so).
+  alignas(kLine) std::uint64_t done[kMaxRanks];
   /// With ready: heap offset and bytes of world rank r's send buffer.
-  alignas(kLine) std::uint64_t send_offset[kMaxChannels][kMaxRanks];
-  alignas(kLine) std::uint64_t send_bytes[kMaxChannels][kMaxRanks];
+  alignas(kLine) std::uint64_t send_offset[kMaxRanks];
+  alignas(kLine) std::uint64_t send_bytes[kMaxRanks];
   /// args[parity][word]: with debug checks, member 0's description of its call (packets
   /// flagged with the epoch; see args.hpp), which every other member compares with its own.
   alignas(kLine) std::uint64_t args[2][2][kPacketBytes / 8];

@@ -44,6 +44,8 @@ enum class ErrorKind : std::uint32_t {
                        ///< `bytes` = blockDim as x << 40 | y << 20 | z
   kBadAlgorithm,       ///< a device collective was asked for iris::ccl::Algorithm value
                        ///< `observed`, which it does not implement
+  kMessageTooLarge,    ///< a receive of `expected` bytes from rank `target_rank`, which sends
+                       ///< `observed`
 };
 
 /// What a wait that timed out was waiting for, so that the report can name who did not come.
