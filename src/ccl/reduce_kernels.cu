@@ -231,9 +231,10 @@ static_assert(sizeof(kTwoShotWait) <= 32 && sizeof(kTwoShotReduceWait) <= 32 &&
               sizeof(kTwoShotGatherWait) <= 32);
 
 /// The word `i` of every member reduced in team order: this rank's own is own() (read when its
-/// turn comes), member k's arrives in the packet at slot(k). Every member's packet is read at once
-/// (up to kMembersInFlight loads in flight) and only those not there yet are waited for, so the
-/// wait costs about one read's latency rather than one per member.
+/// turn comes), member k's arrives in the packet at slot(k), which it then empties. Every
+/// member's packet is read at once (up to kMembersInFlight loads in flight) and only those not
+/// there yet are waited for, so the wait costs about one read's latency rather than one per
+/// member.
 template <class T, class Own, class Slot>
 IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Communicator& comm,
                                                              ReduceOp op, std::uint32_t flag,
@@ -253,10 +254,13 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Commu
       const int k = k0 + j;
       if (k >= members) break;
       std::uint64_t word;
-      if (k == comm.index)
+      if (k == comm.index) {
         word = own();
-      else if (!unpack_packet(lo[j], hi[j], flag, word))
-        word = wait_packet(comm, slot(k), flag, comm.world_rank(k), operation);
+      } else {
+        if (!unpack_packet(lo[j], hi[j], flag, word))
+          word = wait_packet(comm, slot(k), flag, comm.world_rank(k), operation);
+        iris::device::packet_empty(slot(k));  // (PacketCall says why)
+      }
       T e[E];
       memcpy(e, &word, sizeof(e));
 #pragma unroll
@@ -272,12 +276,29 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Commu
   return word;
 }
 
+/// The flag of a call's packets: the epoch's low 32 bits, 1 where they are 0 (an empty slot is
+/// all zeros).
+IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint32_t packet_flag(std::uint64_t epoch) {
+  const auto low = static_cast<std::uint32_t>(epoch);
+  return low != 0 ? low : 1u;
+}
+
 /// What both all_reduces in packets start with: the call's epoch (its arguments checked across
 /// the team under debug checks), this block's words [first, last) and the parity of the slots
 /// the call uses.
+///
+/// Every packet a call writes is read in the same call, by the rank it was written to, and that
+/// rank empties the slot (zeros) as it reads it; the slots start as zeros. So when a call begins,
+/// every slot of its parity is empty, and a slot that carries the call's flag holds the call's
+/// packet: no earlier call's packet can pass for it, however many calls ago it was written. The
+/// flag needs only to be non-zero (so that an empty slot never passes); the epoch's low 32 bits
+/// name the round in a timeout's report, and wrap from 2^32 - 1 to 1, never to 0. Emptying costs
+/// the reader one 16-byte store to its own memory per packet. The store is safe where the next
+/// packet in that slot is: a slot is written again two calls later, after its reader has finished
+/// this call (the argument at the kernels below), so its emptying comes first.
 struct PacketCall {
   std::uint64_t epoch;
-  std::uint32_t flag;  ///< the epoch's low 32 bits, which every packet of the call carries
+  std::uint32_t flag;  ///< the flag every packet of the call carries (packet_flag)
   std::size_t bytes;
   std::size_t first;
   std::size_t last;
@@ -289,7 +310,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE PacketCall begin_packets(const PacketParams& p) 
   const device::Communicator& comm = p.comm;
   PacketCall c;
   c.epoch = device::begin(comm);
-  c.flag = static_cast<std::uint32_t>(c.epoch);
+  c.flag = packet_flag(c.epoch);
   c.bytes = p.count * sizeof(T);
   const std::size_t packets = iris::device::packets_for(c.bytes);
   c.first = static_cast<std::size_t>(blockIdx.x) * p.tile_packets;
@@ -409,6 +430,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     iris::device::detail::packet_load_raw(results + i, lo, hi);
     if (!unpack_packet(lo, hi, flag, word))
       word = wait_packet(comm, results + i, flag, comm.world_rank(o), kTwoShotGatherWait);
+    iris::device::packet_empty(results + i);
     iris::device::detail::scatter_word(dst, i * 8, bytes, word);
   }
   device::end(comm, c.epoch);

@@ -3,15 +3,20 @@
 // alignment), in and out of place, on the world and on a strict subset (half the ranks,
 // stride 2). Outputs are poisoned first and every element is compared bit for bit. The
 // reduce_scatter's reduction order (team order for pull, ring order for the ring) is checked
-// bit for bit on random floats.
+// bit for bit on random floats. The all_reduces in packets are also run across the wrap of
+// their 32-bit flags, and send/recv with ends of different sizes and budgets.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "ccl/common.cuh"
+#include "iris/ccl/detail/workspace.hpp"
 
 namespace {
 
@@ -109,6 +114,67 @@ TEST(CclAllReduce, FourMiBFloat) {
     check_all_reduce<float>(world(), a, ReduceOp::kSum, std::size_t{1} << 20, false, 0);
   check_all_reduce<float>(world(), Algorithm::kTwoShot, ReduceOp::kSum, std::size_t{1} << 20, true,
                           0);
+}
+
+/// Sets the count of calls a communicator's team has completed on this rank (the next call's
+/// epoch is one more), as 2^32 calls would: every member sets the same count between calls.
+void set_completed_calls(iris::ccl::Communicator& comm, std::uint64_t calls) {
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto* control = reinterpret_cast<iris::ccl::detail::Control*>(comm.device().workspace);
+  ASSERT_EQ(cudaMemcpy(&control->team.value, &calls, sizeof(calls), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  context().barrier();
+}
+
+// The all_reduces in packets across the 2^32 wrap of their 32-bit flags. Member 0 comes late to
+// each call, so the others read its slots before its packets are there: a slot whose old packet
+// carried the call's flag (written 2^32 calls before, or the empty slots at the round whose low
+// bits are 0) would pass for member 0's packet, and the sum would miss or repeat its share.
+TEST(CclAllReduce, PacketsStayExactAcrossTheFlagsWrap) {
+  constexpr std::uint64_t kWrap = std::uint64_t{1} << 32;
+  for (Algorithm algorithm : {Algorithm::kOneShot, Algorithm::kTwoShotPackets}) {
+    SCOPED_TRACE(iris::ccl::to_string(algorithm));
+    iris::ccl::Communicator comm(context());  // fresh slots: all empty
+    const int n = comm.size();
+    const auto ranks = members(comm);
+    float* src = reinterpret_cast<float*>(arenas().a);
+    float* dst = reinterpret_cast<float*>(arenas().b);
+    int call = 0;
+    // (epoch of the call, floats): a message, then a larger one at the round whose low bits are
+    // 0 (slots past the first never written), then a smaller one 2^32 rounds after it (every
+    // slot it reads last held a packet of the same low bits).
+    const std::pair<std::uint64_t, std::size_t> steps[] = {{kWrap - 2, 16384},
+                                                           {kWrap - 1, 1000},
+                                                           {kWrap, 32768},
+                                                           {2 * kWrap, 4096},
+                                                           {2 * kWrap + 1, 5}};
+    for (const auto& [epoch, count] : steps) {
+      SCOPED_TRACE(testing::Message() << "epoch " << epoch << ", " << count << " floats");
+      ++call;
+      set_completed_calls(comm, epoch - 1);
+      std::vector<float> host(count);
+      for (std::size_t i = 0; i < count; ++i)
+        host[i] = static_cast<float>((context().rank() + 1) * call + static_cast<int>(i % 7));
+      upload(src, host.data(), count * sizeof(float));
+      poison(dst, count * sizeof(float));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      context().barrier();
+      if (comm.index() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      comm.all_reduce(dst, src, count, ReduceOp::kSum, nullptr, {.algorithm = algorithm});
+      const auto bytes = download(dst, count * sizeof(float));
+      const float* got = reinterpret_cast<const float*>(bytes.data());
+      float ranks_sum = 0;
+      for (int r : ranks) ranks_sum += static_cast<float>(r + 1);
+      for (std::size_t i = 0; i < count; ++i) {
+        const float want = ranks_sum * call + static_cast<float>(n * static_cast<int>(i % 7));
+        if (got[i] != want) {
+          ADD_FAILURE() << "element " << i << ": " << got[i] << ", want " << want;
+          break;
+        }
+      }
+      context().barrier();  // nobody refills src before every member's call is done
+    }
+  }
 }
 
 TEST(CclAllReduce, ForcedAlgorithmThatCannotRunIsAnError) {

@@ -18,7 +18,11 @@
 // starts as zeros, so flag 0 is never valid. A slot may be rewritten only when its reader is done
 // with the previous round: double-buffer slots by round parity and let a later exchange (or the
 // stream order of the reader's next send) prove the reader has moved on. Flags are 32 bits: a slot
-// reused 2^32 times sees its flag repeat.
+// reused 2^32 times sees its flag repeat, and one left unwritten for 2^32 rounds may still hold a
+// packet whose flag comes round again. Where rounds go on that long (a collective called for
+// hours), let the reader empty each slot it has read (packet_empty) and never use flag 0: a slot
+// then holds a packet only between its write and its read, so no old one can pass for a new round,
+// whatever the flags (iris::ccl's all_reduces in packets do this).
 //
 // Ordering: a packet orders nothing but its own payload. Data written by other stores is not
 // published by a packet; send it in packets too.
@@ -61,6 +65,13 @@ IRIS_DEVICE_FN void packet_put(const Context& ctx, packet* slot, std::uint64_t p
 ///   std::uint64_t v = iris::device::packet_wait(ctx, slot, round, sender);
 IRIS_DEVICE_FN std::uint64_t packet_wait(const Context& ctx, const packet* slot, std::uint32_t flag,
                                          int from);
+
+/// Empties this rank's `*slot` (zeros, as a slot starts): no flag but 0 passes for it. For the
+/// reader, once it has read the packet; the slot's next writer must come after (the same rule
+/// as for rewriting it). One 16-byte store, no wait.
+///   std::uint64_t v = iris::device::packet_wait(ctx, slot, round, sender);
+///   iris::device::packet_empty(slot);
+IRIS_DEVICE_FN void packet_empty(packet* slot);
 
 /// True (and the payload in `payload`) when both halves of this rank's `*slot` carry `flag`;
 /// one read, no wait.

@@ -107,6 +107,10 @@ IRIS_DEVICE_FN inline void packet_put(const Context& ctx, packet* slot, std::uin
                            detail::half_of(static_cast<std::uint32_t>(payload >> 32), flag));
 }
 
+IRIS_DEVICE_FN inline void packet_empty(packet* slot) {
+  detail::packet_store_raw(slot, 0, 0);
+}
+
 IRIS_DEVICE_FN inline bool packet_poll(const packet* slot, std::uint32_t flag,
                                        std::uint64_t& payload) {
   std::uint64_t lo, hi;
