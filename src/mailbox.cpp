@@ -189,6 +189,12 @@ std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
              " bytes the receive buffer holds (nothing was copied; a recv takes at most its "
              "size)" +
              where;
+    case ErrorKind::kBadStep:
+      return who + ": Round step " + std::to_string(m.observed) + " is not below the " +
+             std::to_string(m.expected) +
+             " steps of a kernel's epoch (a block's tile collectives in one kernel take steps 0, "
+             "1, ...; a later step would meet the next call's exchanges)" +
+             where;
     case ErrorKind::kNone:
       break;
   }

@@ -505,8 +505,17 @@ void Communicator::all_gather_2d_bytes(void* dst, std::size_t dst_pitch, const v
     detail::check_aliasing(dst, dst_span, src, src_span, false, kCall, "dst", "src",
                            "in place means src == dst + index() * row_bytes with src_pitch == "
                            "dst_pitch");
+  // It always pulls: a forced other algorithm is an error, and IRIS_CCL_ALGORITHM's all_gather
+  // and the table's all_gather rows (for the 1-D form) do not apply.
+  if (options.algorithm != Algorithm::kAuto && options.algorithm != Algorithm::kPull)
+    throw Error(Errc::kInvalidArgument, "iris::ccl::all_gather_2d: algorithm " +
+                                            std::string(to_string(options.algorithm)) +
+                                            " (forced by Options::algorithm): all_gather_2d "
+                                            "always pulls");
+  Options pull = options;
+  pull.algorithm = Algorithm::kPull;
   const Plan plan = s.plan(Collective::kAllGather, detail::checked_product(rows, row_bytes, kCall),
-                           options, in_place, kCall);
+                           pull, in_place, kCall);
   const detail::MoveParams p{.kind = detail::MoveKind::kAllGather2d,
                              .dst = static_cast<std::byte*>(dst),
                              .src = static_cast<const std::byte*>(src),
@@ -624,8 +633,11 @@ void Communicator::scatter_bytes(void* dst, const void* src, std::size_t bytes, 
   if (bytes == 0) return;
   s.heap_check(src, all, kCall, "src");
   s.heap_check(dst, bytes, kCall, "dst");
+  // Only the root's src is read (every member pulls its part from it), so only the root's dst
+  // must keep clear of it: a check on the others would fail on some members only, and leave
+  // the rest waiting.
   const void* mine = static_cast<const std::byte*>(src) + s.index * bytes;
-  if (!(s.index == root && dst == mine))
+  if (s.index == root && dst != mine)
     detail::check_aliasing(dst, bytes, src, all, false, kCall, "dst", "src",
                            "in place (on the root only) means dst == src + root * count");
   const Plan plan = s.plan(Collective::kScatter, bytes, options, false, kCall);

@@ -558,6 +558,34 @@ TEST(CclAllGather, TwoDimensionalArgumentsAreChecked) {
                iris::Error);  // src_pitch too small
   EXPECT_THROW(comm.all_gather_2d_bytes(dst, n * 64, dst + 8, n * 64, 4, 64, nullptr),
                iris::Error);  // overlapping, not the in-place arrangement
+  EXPECT_THROW(comm.all_gather_2d_bytes(dst, n * 64, arenas().a, 64, 4, 64, nullptr,
+                                        {.algorithm = Algorithm::kPush}),
+               iris::Error);  // it always pulls
+}
+
+// scatter reads only the root's src: a non-root's dst may overlap its own (unread) src, and
+// the call runs on every member (a check on the others would fail there alone and leave the
+// root waiting).
+TEST(CclScatter, ANonRootsDstMayOverlapItsUnreadSrc) {
+  auto& comm = world();
+  if (comm.size() < 2) GTEST_SKIP() << "needs 2 or more ranks";
+  const int n = comm.size();
+  const int me = comm.index();
+  constexpr std::size_t bytes = 4096;
+  std::byte* src = arenas().a;
+  fill_bytes(src, context().rank(), n * bytes);
+  // Non-roots: dst is the first part of their own src, which nobody reads.
+  std::byte* dst = me == 0 ? arenas().b : src;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  context().barrier();
+  comm.scatter(dst, src, bytes, 0, nullptr);
+  const auto got = download(dst, bytes);
+  for (std::size_t j = 0; j < bytes; ++j)
+    if (got[j] != std::byte{byte_of(comm.team().world_rank(0), me * bytes + j)}) {
+      ADD_FAILURE() << "byte " << j;
+      break;
+    }
+  context().barrier();
 }
 
 TEST(CclAllToAll, PullPushEveryCountAndSubset) {

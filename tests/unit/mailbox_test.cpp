@@ -273,6 +273,16 @@ TEST(Mailbox, MessageTooLargeNamesTheSenderAndBothSizes) {
   EXPECT_FALSE(mailbox_is_timeout(m));
 }
 
+TEST(Mailbox, BadStepNamesTheStepAndTheLimit) {
+  ErrorMailbox m = complete(ErrorKind::kBadStep, "ccl all_reduce");
+  m.expected = 128;
+  m.observed = 130;
+  EXPECT_EQ(mailbox_report(m).value(),
+            "rank 0: ccl all_reduce: Round step 130 is not below the 128 steps of a kernel's "
+            "epoch (a block's tile collectives in one kernel take steps 0, 1, ...; a later step "
+            "would meet the next call's exchanges) (block 0, thread 0)");
+}
+
 TEST(Mailbox, UnfinishedOrUnknownReportsStillSaySomething) {
   ErrorMailbox writing{};
   writing.state = MailboxState::kWriting;

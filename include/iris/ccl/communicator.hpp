@@ -150,7 +150,7 @@ class Communicator {
   /// block of src (rows `src_pitch` bytes apart) lands at bytes [k * row_bytes, (k + 1) *
   /// row_bytes) of each of dst's `rows` rows (`dst_pitch` bytes apart, at least size() *
   /// row_bytes). In place: src == dst + index() * row_bytes and src_pitch == dst_pitch, on every
-  /// member. Always pulls.
+  /// member. Always pulls (Options::algorithm kAuto or kPull; another is an iris::Error).
   void all_gather_2d_bytes(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
                            std::size_t rows, std::size_t row_bytes, cudaStream_t stream,
                            const Options& options = {});
@@ -174,6 +174,7 @@ class Communicator {
   void gather_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
                     const Options& options = {});
   /// dst = part index() of the root's src. In place on the root: dst == src + root * bytes.
+  /// Only the root's src is read, so only the root's dst must not overlap its src otherwise.
   void scatter_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
                      const Options& options = {});
   /// Sends src to team member `peer`, which calls recv; returns (on the stream) once the peer

@@ -16,7 +16,8 @@
 //   - The whole block calls (the group is iris::block), and block c of every team member makes
 //     the same call with the same counts: the call's Round names channel c (0 <= c < 128; a block
 //     index is the natural choice) and the step within the kernel (0, 1, ... below 128): two
-//     calls of one block in one kernel take different steps.
+//     calls of one block in one kernel take different steps (a step of 128 or more is reported
+//     and traps).
 //   - The epoch comes from begin(comm) at the start of the kernel, and every thread of the grid
 //     calls end(comm, epoch) once at its end. A kernel that calls tile collectives is one call
 //     of the team's collectives: every member runs it, in the same order as the host calls on

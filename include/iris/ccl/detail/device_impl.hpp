@@ -224,6 +224,23 @@ IRIS_HOST_DEVICE IRIS_FORCEINLINE void shard_of(std::size_t count, int members, 
                                          .observed = static_cast<std::uint64_t>(algorithm)});
 }
 
+/// The first exchange value of a tile collective's round (its exit is one more), after checking
+/// that the round's step leaves it inside the kernel's epoch: a step of kStepsPerEpoch / 2 or more
+/// would meet the next call's exchanges, so it is reported (naming `operation`) and traps.
+IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t round_entry(const device::Communicator& comm,
+                                                          device::Round round,
+                                                          const char* operation) {
+  constexpr unsigned kSteps = static_cast<unsigned>(kStepsPerEpoch / 2);
+  if (round.step >= kSteps)
+    iris::device::detail::report_and_trap(comm.ctx,
+                                          {.kind = iris::device::detail::ErrorKind::kBadStep,
+                                           .operation = operation,
+                                           .target_rank = comm.ctx.rank(),
+                                           .expected = kSteps,
+                                           .observed = round.step});
+  return exchange_value(round.epoch, 2 * round.step);
+}
+
 }  // namespace iris::ccl::detail
 
 namespace iris::ccl::device {
@@ -237,7 +254,7 @@ IRIS_DEVICE_FN inline void end(const Communicator& comm, std::uint64_t epoch) {
 }
 
 IRIS_DEVICE_FN inline void sync(iris::block, const Communicator& comm, Round round) {
-  detail::team_exchange(comm, round.channel, detail::exchange_value(round.epoch, 2 * round.step),
+  detail::team_exchange(comm, round.channel, detail::round_entry(comm, round, "ccl sync"),
                         "ccl sync");
 }
 
@@ -247,7 +264,7 @@ IRIS_DEVICE_FN void all_gather(iris::block group, const Communicator& comm, Roun
   if (algorithm != Algorithm::kPull && algorithm != Algorithm::kPush &&
       algorithm != Algorithm::kRing && algorithm != Algorithm::kAuto)
     detail::report_bad_algorithm(comm, "ccl all_gather: bad algorithm", algorithm);
-  const std::uint64_t entry = detail::exchange_value(round.epoch, 2 * round.step);
+  const std::uint64_t entry = detail::round_entry(comm, round, "ccl all_gather");
   detail::team_exchange(comm, round.channel, entry, "ccl all_gather (entry)");
   // In place (on every member), member k's part already sits at dst + k * count on member k.
   const bool in_place = src == dst + static_cast<std::size_t>(comm.index) * count;
@@ -276,7 +293,7 @@ IRIS_DEVICE_FN void all_gather(iris::block group, const Communicator& comm, Roun
 template <class T>
 IRIS_DEVICE_FN void reduce_scatter(iris::block, const Communicator& comm, Round round, T* dst,
                                    const T* src, std::size_t count, ReduceOp op) {
-  const std::uint64_t entry = detail::exchange_value(round.epoch, 2 * round.step);
+  const std::uint64_t entry = detail::round_entry(comm, round, "ccl reduce_scatter");
   detail::team_exchange(comm, round.channel, entry, "ccl reduce_scatter (entry)");
   detail::reduce_span(comm, dst, false, src + static_cast<std::size_t>(comm.index) * count, count,
                       op);
@@ -289,7 +306,7 @@ IRIS_DEVICE_FN void all_reduce(iris::block, const Communicator& comm, Round roun
   if (algorithm != Algorithm::kTwoShot && algorithm != Algorithm::kOneShotPull &&
       algorithm != Algorithm::kAuto)
     detail::report_bad_algorithm(comm, "ccl all_reduce: bad algorithm", algorithm);
-  const std::uint64_t entry = detail::exchange_value(round.epoch, 2 * round.step);
+  const std::uint64_t entry = detail::round_entry(comm, round, "ccl all_reduce");
   detail::team_exchange(comm, round.channel, entry, "ccl all_reduce (entry)");
   if (algorithm == Algorithm::kOneShotPull) {
     detail::reduce_span(comm, dst, false, src, count, op);

@@ -46,6 +46,8 @@ enum class ErrorKind : std::uint32_t {
                        ///< `observed`, which it does not implement
   kMessageTooLarge,    ///< a receive of `expected` bytes from rank `target_rank`, which sends
                        ///< `observed`
+  kBadStep,            ///< a tile collective's Round step `observed`, not below the `expected`
+                       ///< steps a kernel's epoch has
 };
 
 /// What a wait that timed out was waiting for, so that the report can name who did not come.
