@@ -186,15 +186,16 @@ std::optional<std::string> mailbox_report(const ErrorMailbox& m) {
     case ErrorKind::kMessageTooLarge:
       return who + ": rank " + std::to_string(m.target_rank) + " sends " +
              std::to_string(m.observed) + " bytes, more than the " + std::to_string(m.expected) +
-             " bytes the receive buffer holds (nothing was copied; a recv takes at most its "
-             "size)" +
-             where;
+             " bytes the receive buffer holds (nothing was copied)" + where;
     case ErrorKind::kBadStep:
       return who + ": Round step " + std::to_string(m.observed) + " is not below the " +
              std::to_string(m.expected) +
              " steps of a kernel's epoch (a block's tile collectives in one kernel take steps 0, "
              "1, ...; a later step would meet the next call's exchanges)" +
              where;
+    case ErrorKind::kBadCount:
+      return who + " of rank " + std::to_string(m.target_rank) + " holds " +
+             f::value(m, m.observed) + " (counts and offsets must be 0 or more)" + where;
     case ErrorKind::kNone:
       break;
   }

@@ -35,6 +35,81 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::size_t even_tile(std::size_t bytes) {
   return (per + 255) / 256 * 256;
 }
 
+/// all_to_allv's part from member k: byte offsets into dst (here) and src (on member k), and its
+/// bytes.
+struct VPart {
+  std::size_t dst_at, src_at, bytes;
+  std::int64_t sent, at, room, into;  ///< the four table entries it comes from
+};
+
+IRIS_DEVICE_FN IRIS_FORCEINLINE VPart v_part(const MoveParams& p, int me, int k) {
+  const auto& ctx = p.comm.ctx;
+  const int from = p.comm.world_rank(k);
+  VPart part;
+  part.sent = *ctx.translate(p.send_counts + me, from);
+  part.at = *ctx.translate(p.send_offsets + me, from);
+  part.room = p.recv_counts[k];
+  part.into = p.recv_offsets[k];
+  const auto eb = p.element_bytes;
+  part.dst_at = static_cast<std::size_t>(part.into) * eb;
+  part.src_at = static_cast<std::size_t>(part.at) * eb;
+  part.bytes = part.sent > 0 ? static_cast<std::size_t>(part.sent) * eb : 0;
+  return part;
+}
+
+/// Whether `count` elements of `element` bytes from element `index` past heap byte `base` end
+/// inside a heap of `heap` bytes (no product can overflow on the way).
+IRIS_DEVICE_FN IRIS_FORCEINLINE bool fits_heap(std::size_t base, std::uint64_t index,
+                                               std::uint64_t count, std::size_t element,
+                                               std::size_t heap) {
+  if (base > heap) return false;
+  std::size_t room = heap - base;
+  if (index > room / element) return false;
+  room -= static_cast<std::size_t>(index) * element;
+  return count <= room / element;
+}
+
+/// Reports and traps unless member k's part for this member is one all_to_allv can copy: no
+/// negative entry, no more elements sent than recv_counts[k] takes, both spans on the heap.
+IRIS_DEVICE_FN void check_v_part(const MoveParams& p, int me, int k) {
+  namespace dd = iris::device::detail;
+  const auto& ctx = p.comm.ctx;
+  const int from = p.comm.world_rank(k);
+  const VPart part = v_part(p, me, k);
+  auto bad = [&](const char* operation, int rank, std::int64_t value) {
+    dd::report_and_trap(ctx, {.kind = dd::ErrorKind::kBadCount,
+                              .operation = operation,
+                              .target_rank = rank,
+                              .value_kind = dd::ValueKind::kSigned,
+                              .observed = static_cast<std::uint64_t>(value)});
+  };
+  if (part.sent < 0) bad("ccl all_to_allv send_counts", from, part.sent);
+  if (part.at < 0) bad("ccl all_to_allv send_offsets", from, part.at);
+  if (part.room < 0) bad("ccl all_to_allv recv_counts", ctx.rank(), part.room);
+  if (part.into < 0) bad("ccl all_to_allv recv_offsets", ctx.rank(), part.into);
+  if (part.sent > part.room)
+    dd::report_and_trap(ctx, {.kind = dd::ErrorKind::kMessageTooLarge,
+                              .operation = "ccl all_to_allv",
+                              .target_rank = from,
+                              .expected = static_cast<std::uint64_t>(part.room) * p.element_bytes,
+                              .observed = part.bytes});
+  const std::size_t heap = ctx.heap_size();
+  const auto dst_base = static_cast<std::size_t>(dd::local_heap_offset(ctx, p.dst));
+  const auto src_base = static_cast<std::size_t>(dd::local_heap_offset(ctx, p.src));
+  if (!fits_heap(dst_base, part.into, part.sent, p.element_bytes, heap))
+    dd::report_and_trap(ctx, {.kind = dd::ErrorKind::kOutsideHeap,
+                              .operation = "ccl all_to_allv dst",
+                              .target_rank = ctx.rank(),
+                              .heap_offset = dd::local_heap_offset(ctx, p.dst + part.dst_at),
+                              .bytes = part.bytes});
+  if (!fits_heap(src_base, part.at, part.sent, p.element_bytes, heap))
+    dd::report_and_trap(ctx, {.kind = dd::ErrorKind::kOutsideHeap,
+                              .operation = "ccl all_to_allv src",
+                              .target_rank = from,
+                              .heap_offset = dd::local_heap_offset(ctx, p.src + part.src_at),
+                              .bytes = part.bytes});
+}
+
 // clang-format off
 /// What a timed-out exchange reports (the operation field holds at most 31 characters).
 __device__ const char* const kEntryNames[] = {
@@ -208,20 +283,16 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
       }
       break;
     case MoveKind::kAllToAllv:
+      // Every part is checked before any is copied, by every block: a bad table is reported
+      // with nothing written.
+      for (int j = 0; j < members; ++j) check_v_part(p, me, (me + j) % members);
       for (int j = 0; j < members; ++j) {
         const int k = (me + j) % members;
-        const int from = comm.world_rank(k);
-        const std::int64_t sent = *ctx.translate(p.send_counts + me, from);
-        const std::int64_t at = *ctx.translate(p.send_offsets + me, from);
-        const std::int64_t room = p.recv_counts[k];
-        const std::int64_t count = sent < room ? sent : room;
-        if (count <= 0) continue;
-        const std::size_t bytes = static_cast<std::size_t>(count) * p.element_bytes;
-        const Slice v = slice_of(bytes, even_tile(bytes), c);
-        get<InFlight>(
-            block, ctx,
-            p.dst + static_cast<std::size_t>(p.recv_offsets[k]) * p.element_bytes + v.first,
-            p.src + static_cast<std::size_t>(at) * p.element_bytes + v.first, v.n, from);
+        const VPart part = v_part(p, me, k);
+        if (part.bytes == 0) continue;
+        const Slice v = slice_of(part.bytes, even_tile(part.bytes), c);
+        get<InFlight>(block, ctx, p.dst + part.dst_at + v.first, p.src + part.src_at + v.first, v.n,
+                      comm.world_rank(k));
       }
       break;
     case MoveKind::kBroadcast:

@@ -268,8 +268,7 @@ TEST(Mailbox, MessageTooLargeNamesTheSenderAndBothSizes) {
   m.observed = 8192;
   EXPECT_EQ(mailbox_report(m).value(),
             "rank 1: ccl recv: rank 0 sends 8192 bytes, more than the 4096 bytes the receive "
-            "buffer holds (nothing was copied; a recv takes at most its size) (block 0, thread "
-            "0)");
+            "buffer holds (nothing was copied) (block 0, thread 0)");
   EXPECT_FALSE(mailbox_is_timeout(m));
 }
 
@@ -281,6 +280,16 @@ TEST(Mailbox, BadStepNamesTheStepAndTheLimit) {
             "rank 0: ccl all_reduce: Round step 130 is not below the 128 steps of a kernel's "
             "epoch (a block's tile collectives in one kernel take steps 0, 1, ...; a later step "
             "would meet the next call's exchanges) (block 0, thread 0)");
+}
+
+TEST(Mailbox, BadCountNamesTheTableTheRankAndTheValue) {
+  ErrorMailbox m = complete(ErrorKind::kBadCount, "ccl all_to_allv send_counts");
+  m.target_rank = 3;
+  m.value_kind = ValueKind::kSigned;
+  m.observed = static_cast<std::uint64_t>(std::int64_t{-5});
+  EXPECT_EQ(mailbox_report(m).value(),
+            "rank 0: ccl all_to_allv send_counts of rank 3 holds -5 (counts and offsets must be 0 "
+            "or more) (block 0, thread 0)");
 }
 
 TEST(Mailbox, UnfinishedOrUnknownReportsStillSaySomething) {

@@ -160,7 +160,10 @@ class Communicator {
   /// Per-peer counts and offsets (elements of `element_bytes` bytes), each a size()-entry
   /// std::int64_t array on the symmetric heap (so that they may be computed on the device):
   /// dst[recv_offsets[k] ...] = member k's src[member k's send_offsets[index()] ...], of member
-  /// k's send_counts[index()] elements, at most recv_counts[k] of them. Out of place only.
+  /// k's send_counts[index()] elements, which must be at most recv_counts[k]. Out of place
+  /// only. The kernel checks the tables before it copies anything: a negative entry, a send
+  /// larger than its recv_counts or a part past the heap is reported and traps (the next
+  /// synchronization throws the report), with nothing written.
   void all_to_allv_bytes(void* dst, const std::int64_t* recv_counts,
                          const std::int64_t* recv_offsets, const void* src,
                          const std::int64_t* send_counts, const std::int64_t* send_offsets,

@@ -48,6 +48,8 @@ enum class ErrorKind : std::uint32_t {
                        ///< `observed`
   kBadStep,            ///< a tile collective's Round step `observed`, not below the `expected`
                        ///< steps a kernel's epoch has
+  kBadCount,           ///< a count or offset (named in `operation`) of rank `target_rank`'s
+                       ///< table is `observed` (signed), below 0
 };
 
 /// What a wait that timed out was waiting for, so that the report can name who did not come.
