@@ -87,4 +87,52 @@ void check_aliasing(const void* a, std::size_t a_bytes, const void* b, std::size
           ")");
 }
 
+std::uint64_t stable_hash(std::string_view text, std::uint64_t seed) {
+  std::uint64_t h = seed;
+  for (char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void check_setups_agree(const std::vector<CommunicatorSetup>& all, const iris::team& team,
+                        int rank) {
+  const CommunicatorSetup& mine = all.at(static_cast<std::size_t>(rank));
+  const std::string here = " on world rank " + std::to_string(rank);
+  for (int k = 0; k < team.size; ++k) {
+    const int r = team.world_rank(k);
+    const CommunicatorSetup& theirs = all.at(static_cast<std::size_t>(r));
+    const std::string there = " on world rank " + std::to_string(r);
+    const iris::team their_team{theirs.team_start, theirs.team_size, theirs.team_stride};
+    if (theirs.team_start != mine.team_start || theirs.team_size != mine.team_size ||
+        theirs.team_stride != mine.team_stride)
+      invalid("iris::ccl::Communicator: the team is " + team_text(team) + here + " but " +
+              team_text(their_team) + there +
+              "; the members of a team make its communicator together, naming the same team");
+    auto differ = [&](const char* what, std::uint64_t a, std::uint64_t b, const char* hint) {
+      if (a != b)
+        invalid(std::string("iris::ccl::Communicator: ") + what + " is " + std::to_string(a) +
+                here + " but " + std::to_string(b) + there + " (team " + team_text(team) + "); " +
+                hint);
+    };
+    constexpr const char* kSame = "every member must pass the same CommunicatorOptions";
+    differ("CommunicatorOptions::threads", static_cast<std::uint64_t>(mine.threads),
+           static_cast<std::uint64_t>(theirs.threads), kSame);
+    differ("CommunicatorOptions::packet_bytes", mine.packet_bytes, theirs.packet_bytes, kSame);
+    differ("CommunicatorOptions::staging_bytes", mine.staging_bytes, theirs.staging_bytes, kSame);
+    differ("IRIS_CCL_MOVE_VECTORS (vectors in flight)",
+           static_cast<std::uint64_t>(mine.move_in_flight),
+           static_cast<std::uint64_t>(theirs.move_in_flight),
+           "every member must see the same environment");
+    if (mine.selection != theirs.selection)
+      invalid(
+          "iris::ccl::Communicator: the selection table (IRIS_CCL_TUNING) or the forced "
+          "algorithms (IRIS_CCL_ALGORITHM)" +
+          here + " differ from those" + there + " (team " + team_text(team) +
+          "): every member must choose the same algorithms and grids, or the calls wait for "
+          "each other in vain; give every rank the same file and the same variables");
+  }
+}
+
 }  // namespace iris::ccl::detail

@@ -32,10 +32,18 @@ struct PeerInfo {
   std::uint64_t host;
   char pci_bus[32];
   std::int32_t multiprocessors;
-  std::int32_t max_blocks;       ///< the rank's CommunicatorOptions::max_blocks (0: default)
-  std::int32_t resident_reduce;  ///< blocks of the reducing kernels one SM holds at once
-  std::int32_t resident_move;    ///< the same for the movement kernel
+  std::int32_t max_blocks;          ///< the rank's CommunicatorOptions::max_blocks (0: default)
+  std::int32_t resident_reduce;     ///< blocks of the reducing kernels one SM holds at once
+  std::int32_t resident_move;       ///< the same for the movement kernel
+  detail::CommunicatorSetup setup;  ///< what the members must agree on
 };
+
+/// The selection's hash: the table's JSON form and the forced algorithms.
+std::uint64_t selection_hash(const TuningTable& table, const ForcedAlgorithms& forced) {
+  std::uint64_t h = detail::stable_hash(table.to_json());
+  for (Algorithm a : forced) h = detail::stable_hash(to_string(a), h);
+  return h;
+}
 
 std::uint64_t host_hash() {
   char name[256] = {};
@@ -155,6 +163,25 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   s.index = team.index_of(ctx.rank());
   s.options = options;
 
+  // What selects the calls' algorithms and shapes, which every member must see alike.
+  if (auto path = env::get(kTuningEnv)) {
+    s.select.table = TuningTable::from_file(*path);
+  } else {
+    s.select.table = TuningTable::defaults();
+  }
+  if (auto forced = env::get(kAlgorithmEnv)) {
+    s.select.forced = parse_forced_algorithms(*forced);
+  } else {
+    s.select.forced.fill(Algorithm::kAuto);
+  }
+
+  if (auto vectors = env::get(detail::kMoveVectorsEnv)) {
+    if (*vectors != "4" && *vectors != "8")
+      throw Error(Errc::kInvalidArgument, std::string(detail::kMoveVectorsEnv) + ": \"" +
+                                              std::string(*vectors) + "\" is not 4 or 8");
+    s.move_in_flight = *vectors == "4" ? 4 : 8;
+  }
+
   // The SM budget, per kind of kernel: half the blocks of that kernel the GPU holds at once
   // (so that any two of the collectives' kernels are resident together: a send with its recv,
   // or calls of two communicators), shared among the ranks on the GPU, the smallest across the
@@ -168,8 +195,21 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   mine.max_blocks = options.max_blocks;
   mine.resident_reduce = detail::resident_reduce_blocks(options.threads);
   mine.resident_move = detail::resident_move_blocks(options.threads);
+  mine.setup = {.team_start = team.start,
+                .team_size = team.size,
+                .team_stride = team.stride,
+                .threads = options.threads,
+                .move_in_flight = s.move_in_flight,
+                .packet_bytes = options.packet_bytes,
+                .staging_bytes = options.staging_bytes,
+                .selection = selection_hash(s.select.table, s.select.forced)};
   std::vector<PeerInfo> all(ctx.world_size());
   ctx.bootstrap().allgather(&mine, all.data(), sizeof(PeerInfo));
+  {
+    std::vector<detail::CommunicatorSetup> setups;
+    for (const PeerInfo& p : all) setups.push_back(p.setup);
+    detail::check_setups_agree(setups, team, ctx.rank());
+  }
   int reduce_budget = kMaxChannels, move_budget = kMaxChannels;
   detail::Selector& sel = s.select;
   sel.team_size = team.size;
@@ -211,24 +251,6 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   }
   sel.max_blocks = std::max(1, reduce_budget);
   sel.move_max_blocks = std::max(1, move_budget);
-
-  if (auto path = env::get(kTuningEnv)) {
-    sel.table = TuningTable::from_file(*path);
-  } else {
-    sel.table = TuningTable::defaults();
-  }
-  if (auto forced = env::get(kAlgorithmEnv)) {
-    sel.forced = parse_forced_algorithms(*forced);
-  } else {
-    sel.forced.fill(Algorithm::kAuto);
-  }
-
-  if (auto vectors = env::get(detail::kMoveVectorsEnv)) {
-    if (*vectors != "4" && *vectors != "8")
-      throw Error(Errc::kInvalidArgument, std::string(detail::kMoveVectorsEnv) + ": \"" +
-                                              std::string(*vectors) + "\" is not 4 or 8");
-    s.move_in_flight = *vectors == "4" ? 4 : 8;
-  }
 
   const HeapInfo heap = ctx.heap();
   s.heap.begin = reinterpret_cast<std::uintptr_t>(heap.base) + heap.reserved;

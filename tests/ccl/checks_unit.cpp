@@ -93,6 +93,68 @@ TEST(CclChecks, RootsAndAliasing) {
               HasSubstr("all_reduce: `dst`"));
 }
 
+/// Four world ranks in two teams of two ({0, 2, 2} and {1, 2, 2}), all alike.
+std::vector<detail::CommunicatorSetup> two_teams_of_two() {
+  std::vector<detail::CommunicatorSetup> all(4);
+  for (int r = 0; r < 4; ++r)
+    all[r] = {.team_start = r % 2,
+              .team_size = 2,
+              .team_stride = 2,
+              .threads = 256,
+              .move_in_flight = 8,
+              .packet_bytes = 8 << 20,
+              .staging_bytes = 8 << 20,
+              .selection = 42};
+  return all;
+}
+
+TEST(CclChecks, MembersMustMakeTheirCommunicatorAlike) {
+  const iris::team evens{0, 2, 2}, odds{1, 2, 2};
+  auto all = two_teams_of_two();
+  for (int r = 0; r < 4; ++r)
+    EXPECT_NO_THROW(detail::check_setups_agree(all, r % 2 ? odds : evens, r));
+  // Another team's settings are its own business.
+  all[1].threads = 512;
+  all[3].threads = 512;
+  EXPECT_NO_THROW(detail::check_setups_agree(all, evens, 0));
+  // Within a team, every member sees the difference, so every member throws.
+  all = two_teams_of_two();
+  all[2].packet_bytes = 1 << 20;
+  EXPECT_THAT(message_of([&] { detail::check_setups_agree(all, evens, 0); }),
+              HasSubstr("CommunicatorOptions::packet_bytes is 8388608 on world rank 0 but 1048576 "
+                        "on world rank 2 (team {start 0, size 2, stride 2})"));
+  EXPECT_THAT(message_of([&] { detail::check_setups_agree(all, evens, 2); }),
+              HasSubstr("is 1048576 on world rank 2 but 8388608 on world rank 0"));
+  all = two_teams_of_two();
+  all[2].selection = 7;
+  EXPECT_THAT(message_of([&] { detail::check_setups_agree(all, evens, 0); }),
+              HasSubstr("the selection table (IRIS_CCL_TUNING) or the forced algorithms "
+                        "(IRIS_CCL_ALGORITHM) on world rank 0 differ from those on world rank 2"));
+  all = two_teams_of_two();
+  all[2].move_in_flight = 4;
+  EXPECT_THAT(message_of([&] { detail::check_setups_agree(all, evens, 2); }),
+              HasSubstr("IRIS_CCL_MOVE_VECTORS"));
+  // A member that names another team: both ends find out.
+  all = two_teams_of_two();
+  all[2].team_start = 0;
+  all[2].team_size = 4;
+  all[2].team_stride = 1;
+  EXPECT_THAT(message_of([&] { detail::check_setups_agree(all, evens, 0); }),
+              HasSubstr("the team is {start 0, size 2, stride 2} on world rank 0 but {start 0, "
+                        "size 4, stride 1} on world rank 2"));
+  EXPECT_THAT(message_of([&] { detail::check_setups_agree(all, {0, 4, 1}, 2); }),
+              HasSubstr("the team is {start 0, size 4, stride 1} on world rank 2 but {start 0, "
+                        "size 2, stride 2} on world rank 0"));
+}
+
+TEST(CclChecks, TheSelectionHashIsStableAndSeesEveryCharacter) {
+  EXPECT_EQ(detail::stable_hash(""), 14695981039346656037ull);
+  EXPECT_EQ(detail::stable_hash("a"), 0xaf63dc4c8601ec8cull);  // FNV-1a's published value
+  EXPECT_NE(detail::stable_hash("one_shot"), detail::stable_hash("one_shop"));
+  EXPECT_EQ(detail::stable_hash(TuningTable::defaults().to_json()),
+            detail::stable_hash(TuningTable::defaults().to_json()));
+}
+
 TEST(CclTuning, ParsesEntriesAndRoundTrips) {
   const auto table = TuningTable::parse(R"({"entries": [
     {"collective": "all_reduce", "team_min": 2, "team_max": 8, "bytes_max": 65536,

@@ -9,6 +9,9 @@
 // from the symmetric heap at construction, which is collective over the whole world: every rank
 // makes one, in the same order as its other allocations, each naming the team it belongs to
 // (tensor-parallel groups: ranks 0-3 pass {0, 4, 1}, ranks 4-7 pass {4, 4, 1}).
+// The members of a team must make it alike: the same team, CommunicatorOptions (but
+// max_blocks: the smallest counts) and selection (IRIS_CCL_TUNING, IRIS_CCL_ALGORITHM);
+// construction compares them and throws on every member, naming what differs and where.
 //
 // Every call:
 //   - is stream-ordered: it queues kernels on `stream` and returns; it never allocates, never
