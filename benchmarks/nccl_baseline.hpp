@@ -1,14 +1,17 @@
 // NCCL as the benchmarks' baseline, where it can run: one GPU per rank and a build that found
 // NCCL (IRIS_BENCH_HAVE_NCCL, benchmarks/CMakeLists.txt). NCCL refuses two ranks on one GPU,
-// so where ranks share one the baseline is skipped, and note() and skipped() say why. Never
-// NVLink multicast: the communicator is made with NCCL_NVLS_ENABLE=0.
+// so where ranks share one the baseline is skipped, as it is where NCCL fails to start on any
+// rank (every rank then goes on without it); note() and skipped() say why. Never NVLink
+// multicast: the communicator is made with NCCL_NVLS_ENABLE=0.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "iris/iris.hpp"
 #include "report.hpp"
@@ -50,23 +53,19 @@ class NcclBaseline {
   explicit NcclBaseline(Context& ctx) {
     const bool shared = ranks_share_a_gpu(ctx.bootstrap());
     const bool one_gpu = ranks_on_one_gpu(ctx.bootstrap());
+    const std::string sharing = one_gpu ? "the ranks share one GPU" : "some ranks share a GPU";
+#if IRIS_BENCH_HAVE_NCCL
     if (shared) {
-      skipped_ = one_gpu ? "skipped: ranks share one GPU" : "skipped: some ranks share a GPU";
-      note_ = std::string("NCCL: skipped (") +
-              (one_gpu ? "the ranks share one GPU" : "some ranks share a GPU") +
-              ", and NCCL refuses two ranks on one GPU)";
+      skip(one_gpu ? "ranks share one GPU" : "some ranks share a GPU",
+           sharing + ", and NCCL refuses two ranks on one GPU");
       return;
     }
-#if IRIS_BENCH_HAVE_NCCL
-    setenv("NCCL_NVLS_ENABLE", "0", 1);  // never NVLink multicast
-    ncclUniqueId id{};
-    if (ctx.rank() == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    ctx.bootstrap().broadcast(&id, sizeof(id), 0);
-    nccl_check(ncclCommInitRank(&comm_, ctx.world_size(), id, ctx.rank()), "ncclCommInitRank");
-    note_ = "NCCL: measured, one GPU per rank, NCCL_NVLS_ENABLE=0";
+    start(ctx);
 #else
-    skipped_ = "skipped: no NCCL in this build";
-    note_ = "NCCL: skipped (no NCCL in this build)";
+    // The build comes first: it is what to change, whatever else a run shares.
+    skip(shared ? "no NCCL in this build; ranks share a GPU" : "no NCCL in this build",
+         "no NCCL in this build" +
+             (shared ? "; besides, " + sharing + ", and NCCL refuses two ranks on one GPU" : ""));
 #endif
   }
   ~NcclBaseline() {
@@ -118,7 +117,59 @@ class NcclBaseline {
   }
 
  private:
-#if !IRIS_BENCH_HAVE_NCCL
+  void skip(const std::string& cell, const std::string& why) {
+    skipped_ = "skipped: " + cell;
+    note_ = "NCCL: skipped (" + why + ")";
+  }
+
+#if IRIS_BENCH_HAVE_NCCL
+  /// Makes the communicator. An NCCL that cannot start (no transport it can use, a library the
+  /// driver does not take, ...) must not end a job that measures iris too, nor leave some ranks
+  /// with NCCL and others without: every rank tells the others how its start went, and unless
+  /// all of them have a communicator, all go on without one, the note naming the first rank
+  /// that failed and NCCL's words. (A rank whose peers fail before they reach NCCL's own
+  /// rendezvous can still wait inside ncclCommInitRank: NCCL's wait, not ours.)
+  void start(Context& ctx) {
+    setenv("NCCL_NVLS_ENABLE", "0", 1);  // never NVLink multicast
+    struct UniqueId {
+      ncclUniqueId id;
+      int result;
+    } root{};
+    if (ctx.rank() == 0) root.result = ncclGetUniqueId(&root.id);
+    ctx.bootstrap().broadcast(&root, sizeof(root), 0);
+    struct Outcome {
+      int result;
+      char what[248];
+    } mine{};
+    const char* call = "ncclGetUniqueId on rank 0";
+    mine.result = root.result;
+    if (root.result == ncclSuccess) {
+      call = "ncclCommInitRank";
+      mine.result = ncclCommInitRank(&comm_, ctx.world_size(), root.id, ctx.rank());
+      if (mine.result != ncclSuccess) comm_ = nullptr;  // nothing to destroy
+    }
+    if (mine.result != ncclSuccess) {
+      const char* detail = ncclGetLastError(nullptr);
+      std::snprintf(mine.what, sizeof(mine.what), "%s failed: %s%s%s%s", call,
+                    ncclGetErrorString(static_cast<ncclResult_t>(mine.result)),
+                    detail != nullptr && *detail ? " (" : "", detail != nullptr ? detail : "",
+                    detail != nullptr && *detail ? ")" : "");
+    }
+    std::vector<Outcome> all(ctx.world_size());
+    ctx.bootstrap().allgather(&mine, all.data(), sizeof(Outcome));
+    for (int r = 0; r < ctx.world_size(); ++r) {
+      if (all[r].result == ncclSuccess) continue;
+      // Abort, not destroy: a destroy may wait for peers that have no communicator.
+      if (comm_ != nullptr) ncclCommAbort(comm_);
+      comm_ = nullptr;
+      all[r].what[sizeof(all[r].what) - 1] = '\0';
+      skip("NCCL failed to start",
+           "NCCL failed to start on rank " + std::to_string(r) + ": " + all[r].what);
+      return;
+    }
+    note_ = "NCCL: measured, one GPU per rank, NCCL_NVLS_ENABLE=0";
+  }
+#else
   [[noreturn]] static void unavailable() {
     throw iris::Error(iris::Errc::kInvalidArgument,
                       "NCCL baseline: called in a build without NCCL (check available() first)");

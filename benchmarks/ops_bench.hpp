@@ -134,7 +134,9 @@ inline cudaStream_t nonblocking_stream() {
 
 /// One ops benchmark on several ranks: its stream, the cuBLAS GEMM on it, whether ranks share a
 /// GPU, the NCCL baseline where it runs, and the timing of each pattern and baseline.
-/// Constructing it is collective.
+/// Constructing it is collective. An NCCL that fails to start leaves every rank without the
+/// baseline (nccl_baseline.hpp), not the job ended; rank 0 says which at once, so that a long
+/// run shows it before its first table.
 class OpsBench {
  public:
   OpsBench(Context& ctx, const example::Repeats& repeats)
@@ -143,7 +145,9 @@ class OpsBench {
         stream_(nonblocking_stream()),
         gemm_(stream_),
         shared_gpu_(ranks_share_a_gpu(ctx.bootstrap())),
-        nccl_(ctx) {}
+        nccl_(ctx) {
+    if (ctx.rank() == 0) std::printf("%s\n", nccl_.note().c_str());
+  }
   OpsBench(const OpsBench&) = delete;
   OpsBench& operator=(const OpsBench&) = delete;
 

@@ -1,8 +1,9 @@
 // What every benchmark shares on top of the examples' helpers: a table for people, a JSON file
-// for machines (with the date, device and commit it was measured on), and helpers for several
-// ranks. The timing harness (CUDA events around repeated calls, medians), command-line numbers
-// and the GPU checks are the examples' (examples/common/example.hpp), and benchmarks call them by
-// that one name: example::time_calls_ms, example::number_arg, ...
+// for machines (with the date, device and commit it was measured on) and a CSV of the same
+// columns, and helpers for several ranks. The timing harness (CUDA events around repeated
+// calls, medians), command-line numbers and the GPU checks are the examples'
+// (examples/common/example.hpp), and benchmarks call them by that one name:
+// example::time_calls_ms, example::number_arg, ...
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -112,17 +113,54 @@ inline void write_json(const std::string& json_path, const std::string& title,
   std::printf("wrote %s\n", json_path.c_str());
 }
 
-/// print_table, then write_json.
+/// Writes `rows` to `csv_path` as CSV (nothing when the path is empty): a header line of the
+/// table's columns, then one line per row; numbers exact as in the JSON, text as printed (quoted
+/// where it holds a comma, a quote or a line break). Title and note stay in the table and the
+/// JSON, so that the file loads as it is (pandas.read_csv, a spreadsheet).
+inline void write_csv(const std::string& csv_path, const std::vector<Row>& rows) {
+  if (csv_path.empty()) return;
+  std::ofstream out(csv_path);
+  const auto cell = [](const std::string& json) {
+    if (json.empty() || json.front() != '"') return json;  // a number
+    const std::string text = json.substr(1, json.size() - 2);
+    if (text.find_first_of(",\"\n") == std::string::npos) return text;
+    std::string quoted = "\"";
+    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + '"';
+  };
+  if (!rows.empty()) {
+    const auto& keys = rows.front().keys();
+    for (std::size_t k = 0; k < keys.size(); ++k) out << (k ? "," : "") << keys[k];
+    out << "\n";
+    for (const Row& row : rows) {
+      for (std::size_t k = 0; k < keys.size(); ++k)
+        out << (k ? "," : "") << cell(row.json(keys[k]));
+      out << "\n";
+    }
+  }
+  std::printf("wrote %s\n", csv_path.c_str());
+}
+
+/// print_table, then write_json and write_csv.
 inline void report(const std::string& title, const std::vector<Row>& rows,
-                   const std::string& json_path, const std::string& context_note = "") {
+                   const std::string& json_path, const std::string& context_note = "",
+                   const std::string& csv_path = "") {
   print_table(title, rows, context_note);
   write_json(json_path, title, rows, context_note);
+  write_csv(csv_path, rows);
 }
 
 /// The value after `--json` in argv, or "".
 inline std::string json_path_from_args(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--json") return argv[i + 1];
+  return "";
+}
+
+/// The value after `--csv` in argv, or "".
+inline std::string csv_path_from_args(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--csv") return argv[i + 1];
   return "";
 }
 
@@ -150,6 +188,16 @@ inline double slowest_rank(Bootstrap& bootstrap, double value) {
   std::vector<double> all(bootstrap.world_size());
   bootstrap.allgather(&value, all.data(), sizeof(double));
   return *std::max_element(all.begin(), all.end());
+}
+
+/// The sum of every rank's `value` (collective): counts that each rank makes of its own part, such
+/// as wrong elements.
+inline std::uint64_t sum_over_ranks(Bootstrap& bootstrap, std::uint64_t value) {
+  std::vector<std::uint64_t> all(bootstrap.world_size());
+  bootstrap.allgather(&value, all.data(), sizeof(value));
+  std::uint64_t sum = 0;
+  for (std::uint64_t v : all) sum += v;
+  return sum;
 }
 
 #if defined(__CUDACC__)
