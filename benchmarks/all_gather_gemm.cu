@@ -5,8 +5,10 @@
 // all_gather + cuBLAS GEMM, and each pattern of iris::ops::AllGatherGemm (bulk-synchronous,
 // producer-consumer, fused-mainloop). Shapes: Flux's M = 4096, K = 12288, N = 49152 split over
 // the ranks (N_r = N / W), and the PyTorch symmetric-memory recipe's N = 3584, K = 8192 with
-// M = 4096 and 16384 (N per rank). Times are the slowest rank's median. NCCL is not run (it
-// refuses ranks that share a GPU); the table says so.
+// M = 4096 and 16384 (N per rank). Times are the slowest rank's median. With one GPU per rank
+// and a build that has NCCL, the baseline NCCL all_gather + cuBLAS GEMM is timed too
+// (nccl+cublas_ms, and best_vs_nccl = its time / the fastest pattern's); NCCL refuses ranks that
+// share a GPU, so there the table says it was skipped.
 //
 // With --tune FILE, rank 0 writes each shape's fastest pattern into the "all_gather_gemm" section
 // of the kAuto table FILE, replacing that op's entries for this world size only

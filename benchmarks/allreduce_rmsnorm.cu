@@ -10,6 +10,11 @@
 //
 //   iris-run -n 8 ./bench_allreduce_rmsnorm [--samples 15] [--json out.json]
 //
+// Before timing, iris::ccl's all_reduce and (where it runs) NCCL's are each called once eagerly
+// and their sums compared with the exact sum of the ranks' x (all_reduce_wrong, nccl_wrong:
+// elements that differ, on the worst rank); NCCL's first call is thus never inside a graph's
+// capture. Any wrong count above 0 prints "WRONG:" and the program exits 1 after its table.
+//
 // NCCL, with one GPU per rank and a build that has it: NCCL's all_reduce alone, timed the same
 // way (nccl_all_reduce_us, and fused_vs_nccl = its time / the fused op's). NCCL refuses two
 // ranks on one GPU, so with ranks sharing a GPU the table says it was skipped.
@@ -42,6 +47,22 @@ __global__ void fill_inputs(__nv_bfloat16* x, __nv_bfloat16* residual, __nv_bflo
   }
 }
 
+/// Counts into `*wrong` the elements of `sum` (tokens x hidden) that differ from the sum over
+/// `world` ranks of fill_inputs' x: multiples of 1/4 whose sums bf16 holds exactly.
+__global__ void count_wrong_sums(const __nv_bfloat16* sum, int tokens, int hidden, int world,
+                                 unsigned long long* wrong) {
+  const std::size_t n = std::size_t(tokens) * hidden;
+  unsigned long long mine = 0;
+  for (std::size_t k = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; k < n;
+       k += std::size_t{gridDim.x} * blockDim.x) {
+    const int t = static_cast<int>(k / hidden), i = static_cast<int>(k % hidden);
+    float want = 0;
+    for (int r = 0; r < world; ++r) want += static_cast<float>((t + i + r) % 5 - 2) / 4;
+    mine += __bfloat162float(sum[k]) != want;
+  }
+  if (mine) atomicAdd(wrong, mine);
+}
+
 __global__ void count_different(const unsigned short* a, const unsigned short* b, std::size_t n,
                                 unsigned long long* wrong) {
   unsigned long long mine = 0;
@@ -70,7 +91,7 @@ int main(int argc, char** argv) {
     const std::size_t max_n = std::size_t(kMaxTokens) * kMaxHidden;
     auto x = ctx.zeros<__nv_bfloat16>(iris::Shape(max_n));
     auto sum = ctx.zeros<__nv_bfloat16>(iris::Shape(max_n));  // ccl all_reduce alone
-    __nv_bfloat16 *residual, *gamma, *out[2], *y[2];
+    __nv_bfloat16 *residual, *gamma, *out[2], *y[2], *nccl_sum;
     unsigned char* y8[2];  // fp8 y of the fused and the bulk-synchronous pattern
     unsigned long long* wrong;
     IRIS_CUDA_CHECK(cudaMalloc(&residual, max_n * sizeof(__nv_bfloat16)));
@@ -80,6 +101,7 @@ int main(int argc, char** argv) {
       IRIS_CUDA_CHECK(cudaMalloc(&y[p], max_n * sizeof(__nv_bfloat16)));
       IRIS_CUDA_CHECK(cudaMalloc(&y8[p], max_n));
     }
+    IRIS_CUDA_CHECK(cudaMalloc(&nccl_sum, max_n * sizeof(__nv_bfloat16)));
     IRIS_CUDA_CHECK(cudaMalloc(&wrong, sizeof(unsigned long long)));
     cudaStream_t stream;
     IRIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -107,7 +129,19 @@ int main(int argc, char** argv) {
       return iris::bench::slowest_rank(ctx.bootstrap(), ms * 1e3);
     };
 
+    // Wrong elements of `result` (the all-reduced x of `tokens` x `hidden`), the worst rank's.
+    auto wrong_sums = [&](const __nv_bfloat16* result, int tokens, int hidden) {
+      IRIS_CUDA_CHECK(cudaMemsetAsync(wrong, 0, sizeof(unsigned long long), stream));
+      count_wrong_sums<<<128, 256, 0, stream>>>(result, tokens, hidden, world, wrong);
+      IRIS_CUDA_CHECK(cudaGetLastError());
+      unsigned long long host = 0;
+      IRIS_CUDA_CHECK(cudaMemcpyAsync(&host, wrong, sizeof(host), cudaMemcpyDeviceToHost, stream));
+      IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+      return iris::bench::slowest_rank(ctx.bootstrap(), static_cast<double>(host));
+    };
+
     std::vector<iris::bench::Row> rows;
+    std::vector<std::string> wrong_rows;  // what was wrong, for the WRONG: lines
     for (int hidden : {4096, 8192}) {
       for (int tokens : {1, 8, 32, 128}) {
         const std::size_t n = std::size_t(tokens) * hidden;
@@ -156,6 +190,33 @@ int main(int argc, char** argv) {
         host_wrong = static_cast<unsigned long long>(
             iris::bench::slowest_rank(ctx.bootstrap(), static_cast<double>(host_wrong)));
 
+        // One eager call of each all_reduce, checked, before any is captured into a graph.
+        // (each destination poisoned and the poison landed before any rank may write into it)
+        IRIS_CUDA_CHECK(cudaMemsetAsync(sum.data(), 0xff, n * sizeof(__nv_bfloat16), stream));
+        IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+        ctx.barrier();
+        comm.all_reduce(sum.data(), x.data(), n, iris::ccl::ReduceOp::kSum, stream);
+        const double ccl_wrong = wrong_sums(sum.data(), tokens, hidden);
+        double nccl_wrong = 0;
+        if (nccl.available()) {
+          IRIS_CUDA_CHECK(cudaMemsetAsync(nccl_sum, 0xff, n * sizeof(__nv_bfloat16), stream));
+          IRIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+          ctx.barrier();
+          nccl.all_reduce(x.data(), nccl_sum, n, stream);
+          nccl_wrong = wrong_sums(nccl_sum, tokens, hidden);
+        }
+        const std::string shape =
+            "tokens " + std::to_string(tokens) + ", hidden " + std::to_string(hidden);
+        if (host_wrong != 0)
+          wrong_rows.push_back(shape + ": fused and bulk-synchronous differ in " +
+                               std::to_string(host_wrong) + " elements");
+        if (ccl_wrong != 0)
+          wrong_rows.push_back(shape + ": iris::ccl all_reduce wrong in " +
+                               std::to_string(static_cast<long long>(ccl_wrong)) + " elements");
+        if (nccl_wrong != 0)
+          wrong_rows.push_back(shape + ": NCCL all_reduce wrong in " +
+                               std::to_string(static_cast<long long>(nccl_wrong)) + " elements");
+
         const double fused = time_us([&] { ops[0].run(stream); });
         const double bulk = time_us([&] { ops[1].run(stream); });
         const double fused8 = time_us([&] { ops8[0].run(stream); });
@@ -172,11 +233,13 @@ int main(int argc, char** argv) {
             .number("fused_vs_bulk", bulk / fused, "%.2f")
             .number("fused_vs_all_reduce", alone / fused, "%.2f")
             .number("fused_blocks", ops[0].blocks(), "%.0f")
-            .number("wrong", static_cast<double>(host_wrong), "%.0f");
+            .number("wrong", static_cast<double>(host_wrong), "%.0f")
+            .number("all_reduce_wrong", ccl_wrong, "%.0f");
         if (nccl.available()) {
-          const double nccl_us = time_us([&] { nccl.all_reduce(x.data(), sum.data(), n, stream); });
+          const double nccl_us = time_us([&] { nccl.all_reduce(x.data(), nccl_sum, n, stream); });
           row.number("nccl_all_reduce_us", nccl_us, "%.2f")
-              .number("fused_vs_nccl", nccl_us / fused, "%.2f");
+              .number("fused_vs_nccl", nccl_us / fused, "%.2f")
+              .number("nccl_wrong", nccl_wrong, "%.0f");
         } else {
           row.text("nccl", nccl.skipped());
         }
@@ -196,8 +259,15 @@ int main(int argc, char** argv) {
       cudaFree(y[p]);
       cudaFree(y8[p]);
     }
+    cudaFree(nccl_sum);
     cudaFree(wrong);
     ctx.barrier();
+    if (!wrong_rows.empty()) {  // every rank knows (the counts are the worst rank's)
+      if (ctx.rank() == 0)
+        for (const std::string& what : wrong_rows)
+          std::printf("WRONG: allreduce_rmsnorm %s\n", what.c_str());
+      return 1;
+    }
   } catch (const iris::Error& error) {
     std::fprintf(stderr, "%s\n", error.what());
     return 1;

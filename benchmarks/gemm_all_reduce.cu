@@ -5,8 +5,9 @@
 // symmetric buffer + iris::ccl all_reduce, and each pattern of iris::ops::GemmAllReduce (one-shot,
 // two-shot, bulk-synchronous, producer-consumer, workgroup-specialized, and what kAuto picks).
 // Shapes: the PyTorch symmetric-memory recipe's N = 3584, K = 8192 with M = 4096 and 16384. Times
-// are the slowest rank's median. NCCL is not run (it refuses ranks that share a GPU); the table
-// says so.
+// are the slowest rank's median. With one GPU per rank and a build that has NCCL, the baseline
+// cuBLAS GEMM + NCCL all_reduce is timed too (cublas+nccl_ms, and best_vs_nccl = its time / the
+// fastest pattern's); NCCL refuses ranks that share a GPU, so there the table says it was skipped.
 //
 // With --tune FILE, rank 0 writes each shape's fastest pattern into the "gemm_all_reduce" section
 // of the kAuto table FILE, replacing that op's entries for this world size only

@@ -8,8 +8,13 @@
 // and the time of each configuration forced (swap-AB, small-M, large tile) and of cuBLAS
 // (written to <json stem>_decode.json).
 // Several ranks (iris-run -n N): each pattern of GEMM + all-scatter against the bulk-synchronous
-// baseline of cuBLAS + an all-gather of the column blocks with device-API puts. NCCL is not run
-// when ranks share a GPU (it refuses two ranks on one device); the table says so.
+// baseline of cuBLAS + an all-gather of the column blocks with device-API puts. With one GPU per
+// rank and a build that has NCCL, also cuBLAS + NCCL: the GEMM of this rank's block, ncclAllGather
+// (which leaves the blocks rank-major, W blocks of M x N / W), then one cudaMemcpy2DAsync per rank
+// into the M x N column layout the fused op produces (cublas+nccl_ms, best_vs_nccl = its time /
+// the fastest pattern's), and the same without the layout copy (cublas+nccl_no_layout_ms, a lower
+// bound of that cost). NCCL refuses two ranks on one device, so where ranks share a GPU the table
+// says it was skipped.
 //
 // With --tune out.json (several ranks), the workgroup-specialized pattern is also run with half
 // and twice its default sending blocks, and rank 0 writes the fastest pattern and split per shape
@@ -269,15 +274,30 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
             (best.comm_blocks ? " c" + std::to_string(best.comm_blocks) : std::string()));
     tuned.push_back(best);
     if (bench.nccl().available()) {
-      bf16 *block, *blocks;
+      bf16 *block, *blocks, *columns;
       IRIS_CUDA_CHECK(cudaMalloc(&block, sizeof(bf16) * std::size_t(s.m) * n));
       IRIS_CUDA_CHECK(cudaMalloc(&blocks, sizeof(bf16) * std::size_t(s.m) * s.n));
-      bench.nccl_columns(row, best_ms, [&](long) {
+      IRIS_CUDA_CHECK(cudaMalloc(&columns, sizeof(bf16) * std::size_t(s.m) * s.n));
+      const auto gemm_and_gather = [&] {
         bench.cublas_gemm(block, a, b, s.m, n, s.k);
         bench.nccl().all_gather(block, blocks, sizeof(bf16) * std::size_t(s.m) * n, stream);
+      };
+      // NCCL's output is rank-major (block r: M x N / W, row-major); the fused op's C is M x N
+      // with rank r's columns at r * N / W: one strided copy per rank puts them there.
+      const auto to_columns = [&] {
+        for (int r = 0; r < world; ++r)
+          IRIS_CUDA_CHECK(cudaMemcpy2DAsync(
+              columns + std::int64_t{r} * n, sizeof(bf16) * s.n, blocks + std::int64_t{r} * s.m * n,
+              sizeof(bf16) * n, sizeof(bf16) * n, s.m, cudaMemcpyDeviceToDevice, stream));
+      };
+      bench.nccl_columns(row, best_ms, [&](long) {
+        gemm_and_gather();
+        to_columns();
       });
+      row.number("cublas+nccl_no_layout_ms", bench.time_ms([&](long) { gemm_and_gather(); }));
       cudaFree(block);
       cudaFree(blocks);
+      cudaFree(columns);
     } else {
       bench.nccl_columns(row, best_ms, [](long) {});
     }
@@ -288,6 +308,9 @@ void several_ranks(iris::Context& ctx, const example::Repeats& repeats, const st
   }
   bench.report("gemm + all-scatter (bf16), " + std::to_string(world) + " ranks", rows, json,
                "speedup = (cuBLAS + device-API all-gather) time / pattern time; "
+               "cublas+nccl_ms = cuBLAS GEMM + ncclAllGather + the copy from NCCL's rank-major "
+               "blocks into the M x N column layout the op produces (best_vs_nccl is against "
+               "it); cublas+nccl_no_layout_ms skips that copy, a lower bound; "
                "times are the slowest rank's median");
   iris::bench::write_tuning(ctx, tune, iris::ops::AllScatterPattern{}, tuned);
 }

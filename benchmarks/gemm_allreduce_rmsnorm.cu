@@ -7,7 +7,10 @@
 // cuBLAS's output); and iris::ops::GemmAllReduceRmsNorm bulk-synchronous, fused, and fused with y
 // in fp8 e4m3. Shapes: Llama-3 70B's MLP down projection (N = 8192, K = 28672) at decode sizes
 // M = 1, 8, 32, 128 tokens and one prefill size M = 4096. Times are the slowest rank's median, in
-// microseconds; speedup = baseline / pattern. NCCL is not run (it refuses ranks sharing a GPU).
+// microseconds; speedup = baseline / pattern. With one GPU per rank and a build that has NCCL,
+// cuBLAS GEMM + NCCL all_reduce is timed too, without the norm kernel, so a lower bound of
+// cuBLAS + NCCL + norm (cublas+nccl_all_reduce_us, and best_vs_nccl = its time / the fastest
+// pattern's); NCCL refuses ranks that share a GPU, so there the table says it was skipped.
 // The partial GEMM alone is also timed with iris::ops::Gemm, in the configuration the shape rule
 // selects (gemm_config) and with the large tile forced, and the bulk-synchronous pattern once
 // more with IRIS_GEMM_CONFIG=large_tile (docs/ops.md, "GEMM configurations").

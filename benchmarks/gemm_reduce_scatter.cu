@@ -6,8 +6,10 @@
 // (bulk-synchronous, fused sequential, producer-consumer, workgroup-specialized), each with its
 // speedup.
 // Shapes: Flux's M = 4096, K = 49152 (all ranks), N = 12288 and the PyTorch symmetric-memory
-// recipe's M = 4096, K = 8192, N = 3584. Times are the slowest rank's median. NCCL is not run
-// (it refuses ranks that share a GPU, and needs its own build here); the table says so.
+// recipe's M = 4096, K = 8192, N = 3584. Times are the slowest rank's median. With one GPU per
+// rank and a build that has NCCL, the baseline cuBLAS GEMM + NCCL reduce_scatter is timed too
+// (cublas+nccl_ms, and best_vs_nccl = its time / the fastest pattern's); NCCL refuses ranks that
+// share a GPU, so there the table says it was skipped.
 //
 // With --tune FILE, rank 0 writes each shape's fastest pattern into the "gemm_reduce_scatter"
 // section of the kAuto table FILE, replacing that op's entries for this world size only

@@ -6,9 +6,19 @@
 //
 // GB/s = payload bytes / time (1 GB = 1e9 bytes): moving N bytes counts N, as NVLink and NCCL
 // figures do. Each call is checked once (every byte arrived, nothing past the end was written)
-// before it is timed. Rank 0 works; the other ranks only keep their memory mapped and meet it at
+// before it is timed; a wrong one prints "WRONG:" and the program exits 1 after its tables and
+// JSON. Rank 0 works; the other ranks only keep their memory mapped and meet it at
 // ctx.barrier() between measurements. Sizes below the L2 cache rotate through the whole buffer,
 // so that repeated calls read HBM, not L2.
+//
+// The ratios are taken against a reference timed in turn with each row. Ranks 0 and 1 on
+// different GPUs that can reach each other: cudaMemcpyPeerAsync between plain cudaMalloc buffers
+// on the two GPUs (peer access enabled both ways), a copy that surely runs; the same copy on the
+// heap's buffers ("cudaMemcpyPeer (heap)") may be refused, since the heap maps its memory for its
+// own GPU only. GPUs that cannot reach each other: cudaMemcpy D2D within rank 0's GPU, and the
+// output says so. Both ranks on one GPU: cudaMemcpy D2D (the plain peer copy is then a D2D copy
+// too). On different GPUs a table of each row's fraction of 450 GB/s, NVLink 4's rate per
+// direction on an H100/H200, follows.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -127,6 +137,11 @@ struct Variant {
   const void* kernel;              // for the occupancy query; null for the driver's baselines
   std::size_t vectors_per_thread;  // in one pass over the range
   std::function<void(std::size_t bytes, std::size_t offset, int blocks, cudaStream_t)> enqueue;
+  // Where the check reads what arrived and what was sent, when not the heap buffers of dst_rank
+  // and src_rank (the reference's own cudaMalloc buffers).
+  float* check_dst = nullptr;
+  const float* check_src = nullptr;
+  int check_dst_device = -1;  // check_dst's GPU, where it is poisoned
 };
 
 template <Op kOp, class G>
@@ -163,12 +178,93 @@ Variant register_variant(const iris::Context& ctx, const std::string& op, const 
           }};
 }
 
-/// The baseline every ratio is taken against.
+/// The baseline the ratios are taken against when the ranks share a GPU, or when their GPUs
+/// cannot reach each other.
 constexpr const char* kMemcpyName = "cudaMemcpy D2D (local)";
+/// The reference between two GPUs: cudaMemcpyPeerAsync between plain cudaMalloc buffers.
+constexpr const char* kPlainPeerName = "cudaMemcpyPeer (cudaMalloc)";
+/// The NVLink 4 rate per direction of one H100/H200 in an 8-GPU board (18 links x 25 GB/s).
+constexpr double kLinkGBps = 450;
+
+/// Lets `from_device` reach `to_device`'s memory; peer access that is already on is fine.
+void enable_peer_access(int from_device, int to_device) {
+  IRIS_CUDA_CHECK(cudaSetDevice(from_device));
+  const cudaError_t status = cudaDeviceEnablePeerAccess(to_device, 0);
+  if (status == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();  // not an error here: clear it
+  } else {
+    IRIS_CUDA_CHECK(status);
+  }
+}
+
+/// The reference's own buffers, on rank 0 only: `floats` floats on rank 0's GPU (filled from the
+/// heap source, so that the check has something to compare) and as many, plus a guard band, on
+/// the peer's GPU when the two GPUs can reach each other (peer access is then enabled both
+/// ways), else on rank 0's GPU. `how` says which, in words for the output.
+class PlainBuffers {
+ public:
+  PlainBuffers(const iris::Context& ctx, const float* heap_src, std::size_t floats,
+               const std::vector<int>& devices, int peer) {
+    if (ctx.rank() != 0) return;
+    const int self = devices[ctx.rank()], peer_device = devices[peer];
+    src_device = dst_device = self;
+    if (peer_device < 0) {
+      how =
+          "rank 0's process cannot see rank 1's GPU: no peer copy, the ratios are to "
+          "cudaMemcpy D2D within rank 0's GPU, not a link figure";
+      name = "cudaMemcpy D2D (cudaMalloc, no peer path)";
+    } else if (peer_device == self) {
+      how = "ranks 0 and 1 share one GPU: the cudaMalloc peer copy is a D2D copy within it";
+      name = "cudaMemcpyPeer (cudaMalloc, one GPU: D2D)";
+      reaches = true;
+    } else {
+      int there = 0, back = 0;
+      IRIS_CUDA_CHECK(cudaDeviceCanAccessPeer(&there, self, peer_device));
+      IRIS_CUDA_CHECK(cudaDeviceCanAccessPeer(&back, peer_device, self));
+      if (there && back) {
+        enable_peer_access(self, peer_device);
+        enable_peer_access(peer_device, self);
+        dst_device = peer_device;
+        reaches = true;
+        how = "cudaMemcpyPeerAsync between cudaMalloc buffers on GPU " + std::to_string(self) +
+              " and GPU " + std::to_string(peer_device) + " (peer access enabled both ways)";
+      } else {
+        how = "GPUs " + std::to_string(self) + " and " + std::to_string(peer_device) +
+              " cannot reach each other (cudaDeviceCanAccessPeer 0): the ratios are to "
+              "cudaMemcpy D2D within rank 0's GPU, not a link figure";
+        name = "cudaMemcpy D2D (cudaMalloc, no peer path)";
+      }
+    }
+    const std::size_t bytes = floats * sizeof(float);
+    IRIS_CUDA_CHECK(cudaSetDevice(dst_device));
+    IRIS_CUDA_CHECK(cudaMalloc(&dst, bytes + kGuardBytes));
+    IRIS_CUDA_CHECK(cudaSetDevice(src_device));
+    IRIS_CUDA_CHECK(cudaMalloc(&src, bytes));
+    IRIS_CUDA_CHECK(cudaMemcpy(src, heap_src, bytes, cudaMemcpyDeviceToDevice));
+  }
+  ~PlainBuffers() {
+    if (dst != nullptr) {
+      (void)cudaSetDevice(dst_device);
+      cudaFree(dst);
+    }
+    (void)cudaSetDevice(src_device);
+    if (src != nullptr) cudaFree(src);
+  }
+  PlainBuffers(const PlainBuffers&) = delete;
+  PlainBuffers& operator=(const PlainBuffers&) = delete;
+
+  static constexpr std::size_t kGuardBytes = 4096;  // the check's guard band past the end
+  float* src = nullptr;
+  float* dst = nullptr;
+  int src_device = 0, dst_device = 0;
+  bool reaches = false;  ///< a peer copy between the ranks' GPUs (or within their one GPU)
+  std::string how;
+  std::string name = kPlainPeerName;  ///< the row's name: what the copy is here
+};
 
 std::vector<Variant> make_variants(const iris::Context& ctx, iris::Buffer<float>& dst,
                                    iris::Buffer<float>& src, int peer,
-                                   const std::vector<int>& devices) {
+                                   const std::vector<int>& devices, const PlainBuffers& plain) {
   float* d = dst.data();
   const float* s = src.data();
   std::vector<Variant> variants;
@@ -202,15 +298,40 @@ std::vector<Variant> make_variants(const iris::Context& ctx, iris::Buffer<float>
                             reinterpret_cast<const uint4*>(s + offset), bytes / kVectorBytes);
                       }});
   const int self_device = devices[self], peer_device = devices[peer];
+  // The driver's peer copy on the heap's buffers: the heap maps them for its own GPU only, so the
+  // driver may refuse it (then its row reads n/a).
   if (peer_device >= 0) {
-    variants.push_back({"cudaMemcpyPeer", "-", self, peer, nullptr, 0,
+    variants.push_back({"cudaMemcpyPeer (heap)", "-", self, peer, nullptr, 0,
                         [=](std::size_t bytes, std::size_t offset, int, cudaStream_t stream) {
                           IRIS_CUDA_CHECK(cudaMemcpyPeerAsync(peer_dst + offset, peer_device,
                                                               s + offset, self_device, bytes,
                                                               stream));
                         }});
   }
-  // The ceiling the ratios are taken against: a local device-to-device copy on rank 0's GPU.
+  // The reference between GPUs: the same copy between plain cudaMalloc buffers (on every rank,
+  // so that all ranks step through the same variants; only rank 0 enqueues it). Its
+  // destination is on rank 0's GPU when the GPUs cannot reach each other.
+  {
+    float* plain_dst = plain.dst;
+    const float* plain_src = plain.src;
+    const int plain_src_device = plain.src_device, plain_dst_device = plain.dst_device;
+    Variant reference{
+        plain.name,
+        "-",
+        self,
+        plain.reaches ? peer : self,
+        nullptr,
+        0,
+        [=](std::size_t bytes, std::size_t offset, int, cudaStream_t stream) {
+          IRIS_CUDA_CHECK(cudaMemcpyPeerAsync(plain_dst + offset, plain_dst_device,
+                                              plain_src + offset, plain_src_device, bytes, stream));
+        }};
+    reference.check_dst = plain.dst;
+    reference.check_src = plain.src;
+    reference.check_dst_device = plain.dst_device;
+    variants.push_back(reference);
+  }
+  // A local device-to-device copy on rank 0's GPU: the HBM ceiling.
   variants.push_back({kMemcpyName, "-", self, self, nullptr, 0,
                       [=](std::size_t bytes, std::size_t offset, int, cudaStream_t stream) {
                         IRIS_CUDA_CHECK(cudaMemcpyAsync(d + offset, s + offset, bytes,
@@ -261,10 +382,21 @@ class Bench {
   /// including a guard band past the end that must stay poisoned.
   unsigned long long check(const Variant& v, std::size_t bytes, int blocks) {
     const std::size_t guard_bytes = std::min<std::size_t>(4096, dst_.bytes() - bytes);
-    float* dst = dst_.on(v.dst_rank);
-    const float* want = src_.on(v.src_rank);
+    float* dst = v.check_dst != nullptr ? v.check_dst : dst_.on(v.dst_rank);
+    const float* want = v.check_src != nullptr ? v.check_src : src_.on(v.src_rank);
     constexpr unsigned char kPoison = 0xff;  // every float of it is a NaN: no source value
-    IRIS_CUDA_CHECK(cudaMemsetAsync(dst, kPoison, bytes + guard_bytes, stream_));
+    if (v.check_dst_device >= 0) {
+      // A plain buffer, maybe on the peer's GPU: poisoned there, before the call.
+      int self = 0;
+      IRIS_CUDA_CHECK(cudaGetDevice(&self));
+      IRIS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      IRIS_CUDA_CHECK(cudaSetDevice(v.check_dst_device));
+      IRIS_CUDA_CHECK(cudaMemset(dst, kPoison, bytes + guard_bytes));
+      IRIS_CUDA_CHECK(cudaDeviceSynchronize());
+      IRIS_CUDA_CHECK(cudaSetDevice(self));
+    } else {
+      IRIS_CUDA_CHECK(cudaMemsetAsync(dst, kPoison, bytes + guard_bytes, stream_));
+    }
     v.enqueue(bytes, 0, blocks, stream_);
     IRIS_CUDA_CHECK(cudaGetLastError());
     IRIS_CUDA_CHECK(cudaMemsetAsync(wrong_, 0, sizeof(unsigned long long), stream_));
@@ -396,18 +528,19 @@ int main(int argc, char** argv) {
         *std::prev(std::upper_bound(sizes.begin(), sizes.end(), std::size_t{256} << 20));
 
     Bench bench(dst, src, samples);
-    const std::vector<Variant> variants = make_variants(ctx, dst, src, kPeer, devices);
+    const PlainBuffers plain(ctx, src.data(), floats, devices, kPeer);
+    const std::vector<Variant> variants = make_variants(ctx, dst, src, kPeer, devices, plain);
     // Ratios are taken against the driver's copy between the same two GPUs: cudaMemcpy D2D when
-    // the ranks share a GPU (a copy kernel on the SMs), cudaMemcpyPeer
-    // otherwise (a copy engine).
+    // the ranks share a GPU (a copy kernel on the SMs, as the records before multi-GPU runs
+    // have it), cudaMemcpyPeerAsync between plain cudaMalloc buffers otherwise (a copy engine),
+    // and cudaMemcpy D2D again where the GPUs cannot reach each other.
     const auto index_of = [&](const std::string& op) {
       return static_cast<std::size_t>(std::find_if(variants.begin(), variants.end(),
                                                    [&](const Variant& v) { return v.op == op; }) -
                                       variants.begin());
     };
-    const std::size_t reference = shared_gpu || index_of("cudaMemcpyPeer") == variants.size()
-                                      ? index_of(kMemcpyName)
-                                      : index_of("cudaMemcpyPeer");
+    const bool link_reference = !shared_gpu && plain.reaches;  // rank 0's view, where it counts
+    const std::size_t reference = link_reference ? index_of(kPlainPeerName) : index_of(kMemcpyName);
     const std::string reference_name = variants[reference].op;
     // results[variant][size]
     std::vector<std::vector<Measurement>> results(variants.size(),
@@ -448,11 +581,16 @@ int main(int argc, char** argv) {
     ctx.barrier();
     if (ctx.rank() != 0) return 0;
 
-    std::vector<iris::bench::Row> gbps_rows, ratio_rows, sweep_rows, json_rows;
+    std::vector<iris::bench::Row> gbps_rows, ratio_rows, sweep_rows, link_rows, json_rows;
     double lowest_block_ratio = INFINITY;  // bulk moves by whole blocks, >= 64 MiB
     std::string lowest_block;
+    double lowest_block_link = INFINITY;  // the same moves' fraction of the link's rate
+    std::string lowest_link_block;
     for (std::size_t v = 0; v < variants.size(); ++v) {
-      iris::bench::Row gbps_row, ratio_row, sweep_row;
+      // Rows whose bytes cross NVLink (all but the local copies) get a fraction of its rate.
+      const bool crosses_link = !shared_gpu && variants[v].src_rank != variants[v].dst_rank;
+      iris::bench::Row gbps_row, ratio_row, sweep_row, link_row;
+      link_row.text("op", variants[v].op).text("coop", variants[v].coop);
       gbps_row.text("op", variants[v].op).text("coop", variants[v].coop);
       ratio_row.text("op", variants[v].op).text("coop", variants[v].coop);
       sweep_row.text("op", variants[v].op).text("coop", variants[v].coop);
@@ -461,6 +599,7 @@ int main(int argc, char** argv) {
         if (!m.ran) {
           gbps_row.text(size_label(sizes[s]), "n/a");
           ratio_row.text(size_label(sizes[s]), "n/a");
+          link_row.text(size_label(sizes[s]), "n/a");
           if (sizes[s] == sweep_bytes)
             for (const std::string& label : grid_labels()) sweep_row.text(label, "n/a");
           continue;
@@ -481,6 +620,12 @@ int main(int argc, char** argv) {
             .number("blocks", m.blocks, "%.0f");
         if (!m.grid.empty()) json_row.text("grid", m.grid);
         if (has_ratio) json_row.number("ratio", m.ratio).text("ratio_to", reference_name);
+        if (crosses_link) {
+          json_row.number("of_450", m.gbps / kLinkGBps);
+          link_row.number(size_label(sizes[s]), m.gbps / kLinkGBps, "%.2f");
+        } else {
+          link_row.text(size_label(sizes[s]), "local");
+        }
         json_rows.push_back(json_row);
         const bool bulk_block_op =
             variants[v].coop == "block" &&
@@ -489,6 +634,11 @@ int main(int argc, char** argv) {
             m.ratio < lowest_block_ratio) {
           lowest_block_ratio = m.ratio;
           lowest_block = variants[v].op + " block at " + size_label(sizes[s]);
+        }
+        if (bulk_block_op && crosses_link && sizes[s] >= (std::size_t{64} << 20) &&
+            m.gbps / kLinkGBps < lowest_block_link) {
+          lowest_block_link = m.gbps / kLinkGBps;
+          lowest_link_block = variants[v].op + " block at " + size_label(sizes[s]);
         }
         if (sizes[s] == sweep_bytes) {
           for (const std::string& label : grid_labels()) {
@@ -504,6 +654,7 @@ int main(int argc, char** argv) {
       gbps_rows.push_back(gbps_row);
       ratio_rows.push_back(ratio_row);
       sweep_rows.push_back(sweep_row);
+      link_rows.push_back(link_row);
     }
 
     const std::string convention =
@@ -518,9 +669,10 @@ int main(int argc, char** argv) {
         " SMs. put/copy/store/kernel/cudaMemcpyPeer: rank 0 -> rank 1; get/load: rank 1 -> rank "
         "0.";
     const std::string where =
-        shared_gpu ? "ranks 0 and 1 share one GPU (MPS): 'peer' memory is the same HBM, so every "
-                     "op reads N and writes N bytes of HBM (HBM traffic = 2 x GB/s)."
-                   : "ranks 0 and 1 are on different GPUs: peer traffic crosses NVLink.";
+        (shared_gpu ? "ranks 0 and 1 share one GPU (MPS): 'peer' memory is the same HBM, so every "
+                      "op reads N and writes N bytes of HBM (HBM traffic = 2 x GB/s). "
+                    : "ranks 0 and 1 are on different GPUs: peer traffic crosses NVLink. ") +
+        ("Reference copy: " + plain.how + ".");
     iris::bench::print_table("RMA bandwidth, GB/s, by size", gbps_rows, convention + "\n" + where);
     iris::bench::print_table("ratio to " + reference_name + " of the same size", ratio_rows,
                              "median over " + std::to_string(samples) +
@@ -529,13 +681,25 @@ int main(int argc, char** argv) {
     iris::bench::print_table(
         "grid sweep at " + size_label(sweep_bytes) + ", GB/s: one pass, then persistent grids",
         sweep_rows);
+    if (!shared_gpu) {
+      iris::bench::print_table("GB/s / 450 GB/s (NVLink 4 per direction, H100/H200), by size",
+                               link_rows, "'local': a copy within rank 0's GPU, no link crossed");
+    } else {
+      std::printf(
+          "\nno fraction of 450 GB/s (NVLink 4 per direction): the ranks share one GPU, "
+          "so no link is crossed\n");
+    }
     if (!lowest_block.empty()) {
       std::printf("\nlowest ratio to %s of put/get/copy by blocks at >= 64 MiB: %.3f (%s)\n",
                   reference_name.c_str(), lowest_block_ratio, lowest_block.c_str());
     }
+    if (!lowest_link_block.empty()) {
+      std::printf("lowest fraction of 450 GB/s of put/get/copy by blocks at >= 64 MiB: %.3f (%s)\n",
+                  lowest_block_link, lowest_link_block.c_str());
+    }
     iris::bench::write_json(json_path, "rma_bandwidth", json_rows, convention + " " + where);
     if (failures != 0) {
-      std::printf("rma_bandwidth: %d checks FAILED\n", failures);
+      std::printf("WRONG: rma_bandwidth: %d checks FAILED\n", failures);
       return 1;
     }
     return 0;

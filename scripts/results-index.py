@@ -24,8 +24,9 @@ def load_json_files(record):
             files[path.name] = json.loads(path.read_text())
         except (OSError, ValueError):
             pass
-    tar = record / "json.tar"
-    if tar.exists():
+    # json.tar, and json-<phases>.tar of records that several calls of scripts/gpu-check.sh
+    # (IRIS_GPU_CHECK_ONLY) made together
+    for tar in sorted(record.glob("json*.tar")):
         with tarfile.open(tar) as archive:
             for member in archive.getmembers():
                 name = pathlib.PurePath(member.name).name
@@ -62,8 +63,15 @@ def rma_headline(files):
     if not ratios:
         return None
     lowest = min(ratios)
-    return (f"block put/get/copy >= 64 MiB >= {lowest[0]:.3f} of cudaMemcpy "
+    # The reference: cudaMemcpy D2D on one GPU, cudaMemcpyPeer between GPUs (the row says).
+    reference = next((row["ratio_to"] for row in data.get("rows", []) if "ratio_to" in row),
+                     "cudaMemcpy")
+    text = (f"block put/get/copy >= 64 MiB >= {lowest[0]:.3f} of {reference} "
             f"(lowest: {lowest[1]} at {int(lowest[2]) >> 20} MiB)")
+    links = [row["of_450"] for row in data.get("rows", [])
+             if row.get("coop") == "block" and row.get("op") in ("put", "get", "copy")
+             and row.get("bytes", 0) >= 64 << 20 and "of_450" in row]
+    return text + (f", >= {min(links):.2f} of 450 GB/s" if links else "")
 
 
 def signal_headline(files):
@@ -97,7 +105,62 @@ def peer_headline(files):
     if not data:
         return None
     pairs = [row["GBps"] for row in data.get("rows", []) if row.get("pattern") == "pair"]
-    return f"peer pairs {min(pairs):.0f}-{max(pairs):.0f} GB/s (n2)" if pairs else None
+    if not pairs:
+        return None
+    text = f"peer pairs {min(pairs):.0f}-{max(pairs):.0f} GB/s (n2)"
+    both = [row["GBps_per_direction"] for row in data.get("rows", [])
+            if row.get("pattern") == "pair both ways" and "GBps_per_direction" in row]
+    if both:
+        text += f", both ways {min(both):.0f} GB/s per direction"
+    links = [row["of_450"] for row in data.get("rows", [])
+             if row.get("pattern") == "pair" and "of_450" in row]
+    return text + (f" ({min(links):.2f}-{max(links):.2f} of 450 GB/s)" if links else "")
+
+
+def ccl_headline(files):
+    """The fastest iris::ccl algorithm (graph) against NCCL at >= 64 MiB, per team size, where
+    NCCL ran (one GPU per rank); else its HBM bandwidth against cudaMemcpy D2D (ranks sharing a
+    GPU: no NCCL)."""
+    parts = []
+    for n in (2, 4, 8):
+        nccl = files.get(f"ccl_bench_n{n}.json.nccl.json")
+        if nccl:
+            ratios = [row["iris_over_nccl"] for row in nccl.get("rows", [])
+                      if row.get("size", 0) >= 64 << 20 and "iris_over_nccl" in row]
+            if ratios:
+                parts.append(("NCCL", f"{min(ratios):.2f}-{max(ratios):.2f} (n{n})"))
+            continue
+        data = files.get(f"ccl_bench_n{n}.json")
+        if data:
+            fastest = {}  # (collective, size) -> the fastest algorithm's row, graph mode
+            for row in data.get("rows", []):
+                if (row.get("mode") == "graph" and row.get("size", 0) >= 64 << 20
+                        and "vs_memcpy" in row and "time_us" in row):
+                    key = (row.get("collective"), row["size"])
+                    if key not in fastest or row["time_us"] < fastest[key]["time_us"]:
+                        fastest[key] = row
+            ratios = [row["vs_memcpy"] for row in fastest.values()]
+            if ratios:
+                parts.append(("cudaMemcpy", f"{min(ratios):.2f}-{max(ratios):.2f} (n{n})"))
+    if not parts:
+        return None
+    groups = []
+    for against in ("NCCL", "cudaMemcpy"):
+        figures = [text for what, text in parts if what == against]
+        if figures:
+            groups.append(f"ccl >= 64 MiB {' / '.join(figures)} of {against}")
+    return "; ".join(groups)
+
+
+def ops_headline(files):
+    """The fused ops' fastest pattern against cuBLAS + NCCL (best_vs_nccl), where NCCL ran."""
+    ratios = []
+    for name, data in files.items():
+        if data.get("benchmark", "").startswith(("gemm +", "all-gather +")):
+            ratios += [row["best_vs_nccl"] for row in data.get("rows", []) if "best_vs_nccl" in row]
+    if not ratios:
+        return None
+    return f"fused ops {min(ratios):.2f}-{max(ratios):.2f}x cuBLAS + NCCL"
 
 
 def main():
@@ -117,7 +180,8 @@ def main():
     index = args.index or record.parent.parent / "INDEX.md"
     files = load_json_files(record)
     figures = [h for h in (tests_headline(record), rma_headline(files), peer_headline(files),
-                           signal_headline(files), barrier_headline(files)) if h]
+                           signal_headline(files), barrier_headline(files), ccl_headline(files),
+                           ops_headline(files)) if h]
     rel = f"{machine}/{record.name}/"
     row = (f"| [{rel}]({rel}) | {date} | {commit} | {machine} | {args.what} | "
            f"{'; '.join(figures) or 'see the record'} |\n")
