@@ -160,17 +160,6 @@ struct DriverCopies {
   double heap_ratio = 0;  ///< its time / put time, timed in turn
 };
 
-/// Lets `from_device` reach `to_device`'s memory; peer access that is already on is fine.
-void enable_peer_access(int from_device, int to_device) {
-  IRIS_CUDA_CHECK(cudaSetDevice(from_device));
-  const cudaError_t status = cudaDeviceEnablePeerAccess(to_device, 0);
-  if (status == cudaErrorPeerAccessAlreadyEnabled) {
-    (void)cudaGetLastError();  // not an error here: clear it
-  } else {
-    IRIS_CUDA_CHECK(status);
-  }
-}
-
 class Bench {
  public:
   Bench(iris::Context& ctx, std::size_t floats, int samples)
@@ -277,8 +266,8 @@ class Bench {
         kind = there && back ? Reference::kPeer : Reference::kNoPeerAccess;
       }
       if (kind == Reference::kPeer) {
-        enable_peer_access(device_, peer_device);
-        enable_peer_access(peer_device, device_);
+        iris::bench::enable_peer_access(device_, peer_device);
+        iris::bench::enable_peer_access(peer_device, device_);
         dst_device = peer_device;
       }
       IRIS_CUDA_CHECK(cudaSetDevice(dst_device));

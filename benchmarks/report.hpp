@@ -200,6 +200,18 @@ inline std::uint64_t sum_over_ranks(Bootstrap& bootstrap, std::uint64_t value) {
   return sum;
 }
 
+/// Lets `from_device` reach `to_device`'s memory (the reference copies between plain buffers of
+/// two GPUs); peer access that is already on is fine.
+inline void enable_peer_access(int from_device, int to_device) {
+  IRIS_CUDA_CHECK(cudaSetDevice(from_device));
+  const cudaError_t status = cudaDeviceEnablePeerAccess(to_device, 0);
+  if (status == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();  // not an error here: clear it
+  } else {
+    IRIS_CUDA_CHECK(status);
+  }
+}
+
 #if defined(__CUDACC__)
 /// Nanoseconds of the GPU's global timer, for latencies timed inside a kernel (a loop of round
 /// trips or barriers) where events around the launch would add the launch and the ranks' start

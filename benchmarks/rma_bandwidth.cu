@@ -186,17 +186,6 @@ constexpr const char* kPlainPeerName = "cudaMemcpyPeer (cudaMalloc)";
 /// The NVLink 4 rate per direction of one H100/H200 in an 8-GPU board (18 links x 25 GB/s).
 constexpr double kLinkGBps = 450;
 
-/// Lets `from_device` reach `to_device`'s memory; peer access that is already on is fine.
-void enable_peer_access(int from_device, int to_device) {
-  IRIS_CUDA_CHECK(cudaSetDevice(from_device));
-  const cudaError_t status = cudaDeviceEnablePeerAccess(to_device, 0);
-  if (status == cudaErrorPeerAccessAlreadyEnabled) {
-    (void)cudaGetLastError();  // not an error here: clear it
-  } else {
-    IRIS_CUDA_CHECK(status);
-  }
-}
-
 /// The reference's own buffers, on rank 0 only: `floats` floats on rank 0's GPU (filled from the
 /// heap source, so that the check has something to compare) and as many, plus a guard band, on
 /// the peer's GPU when the two GPUs can reach each other (peer access is then enabled both
@@ -222,8 +211,8 @@ class PlainBuffers {
       IRIS_CUDA_CHECK(cudaDeviceCanAccessPeer(&there, self, peer_device));
       IRIS_CUDA_CHECK(cudaDeviceCanAccessPeer(&back, peer_device, self));
       if (there && back) {
-        enable_peer_access(self, peer_device);
-        enable_peer_access(peer_device, self);
+        iris::bench::enable_peer_access(self, peer_device);
+        iris::bench::enable_peer_access(peer_device, self);
         dst_device = peer_device;
         reaches = true;
         how = "cudaMemcpyPeerAsync between cudaMalloc buffers on GPU " + std::to_string(self) +
