@@ -1,6 +1,7 @@
 // Many collectives back to back on one stream with no host synchronization, each with its own
 // input and output, all verified at the end; a CUDA graph of mixed collectives replayed a
-// thousand times, its inputs advancing inside the graph, verified after the last replay; and
+// thousand times, its inputs advancing inside the graph, every replay verified inside the graph,
+// with eager collectives between replays; and
 // two communicators running collectives at once on two streams (each on its own barrier
 // channels and workspace), verified.
 // Every rank draws the same random sequence (same seed), as every member must make the same
@@ -32,7 +33,7 @@ struct Call {
   int root;
 };
 
-int value(int rank, std::size_t call, std::size_t i) {
+__host__ __device__ int value(int rank, std::size_t call, std::size_t i) {
   return static_cast<int>((i * 5 + call * 11 + static_cast<std::size_t>(rank) * 3) % 97) - 48;
 }
 
@@ -166,14 +167,72 @@ __global__ void add_one(std::int32_t* p, std::size_t n) {
     p[i] += 1;
 }
 
-TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
+constexpr std::size_t kGraphCount = 3001;
+constexpr std::size_t kGraphStride = 32768;  // elements between the graph's regions
+
+/// What one replay of the graph must leave in b, checked inside the graph after its collectives:
+/// the replay's number is `*replay` (the graph's last kernel advances it, with the inputs), and
+/// every element that differs counts into `errors[0]`, the first one's replay, region and index
+/// into errors[1..3].
+struct GraphCheck {
+  const std::int32_t* b;
+  const int* replay;
+  unsigned long long* errors;
+  iris::team team;
+  int index;  ///< this rank's member index
+};
+
+__device__ void expect(const GraphCheck& c, int region, std::size_t i, std::int32_t got,
+                       std::int32_t want) {
+  if (got == want) return;
+  if (atomicAdd(c.errors, 1ull) == 0) {
+    c.errors[1] = static_cast<unsigned long long>(*c.replay);
+    c.errors[2] = static_cast<unsigned long long>(region);
+    c.errors[3] = i;
+  }
+}
+
+__global__ void check_replay(const __grid_constant__ GraphCheck c) {
+  const int round = *c.replay;
+  const int n = c.team.size;
+  auto sum = [&](int region, std::size_t i) {
+    std::int32_t s = 0;
+    for (int k = 0; k < n; ++k) s += value(c.team.world_rank(k), region, i) + round;
+    return s;
+  };
+  const std::size_t count = kGraphCount, stride = kGraphStride;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n * count;
+       i += gridDim.x * blockDim.x) {
+    if (i < count) {
+      expect(c, 0, i, c.b[i], sum(0, i));               // one_shot
+      expect(c, 1, i, c.b[stride + i], sum(1, i));      // two_shot
+      expect(c, 6, i, c.b[6 * stride + i], sum(0, i));  // two_shot_packets
+      expect(c, 7, i, c.b[7 * stride + i], sum(1, i));  // one_shot_push
+      const std::size_t mine = static_cast<std::size_t>(c.index) * count + i;
+      expect(c, 3, i, c.b[3 * stride + 8192 + i], sum(3, mine));  // reduce_scatter pull
+      expect(c, 4, i, c.b[4 * stride + i], sum(4, mine));         // reduce_scatter ring
+    }
+    const int from = c.team.world_rank(static_cast<int>(i / count));
+    const std::int32_t gathered = value(from, 2, i % count) + round;
+    expect(c, 2, i, c.b[2 * stride + i], gathered);  // all_gather pull
+    expect(c, 5, i, c.b[5 * stride + i], gathered);  // all_gather ring
+  }
+}
+
+__global__ void advance(int* replay) {
+  *replay += 1;
+}
+
+TEST(CclGraph, MixedCollectivesReplayedManyTimesEachVerified) {
   iris::Context& ctx = context();
   auto& comm = world();
   const int n = comm.size();
-  constexpr std::size_t kCount = 3001;
-  constexpr std::size_t kStride = 32768;  // elements between the regions below
+  constexpr std::size_t kCount = kGraphCount;
+  constexpr std::size_t kStride = kGraphStride;
   auto* a = static_cast<std::int32_t*>(ctx.allocate_bytes(8 * kStride * sizeof(std::int32_t)));
   auto* b = static_cast<std::int32_t*>(ctx.allocate_bytes(8 * kStride * sizeof(std::int32_t)));
+  // The eager calls between replays: their own input and output.
+  auto* eager = static_cast<std::int32_t*>(ctx.allocate_bytes(2 * kStride * sizeof(std::int32_t)));
   // Inputs: region 0 (all_reduce one_shot and two_shot_packets), 1 (two_shot and one_shot_push),
   // 2 (all_gather, pull and ring), 3 (reduce_scatter pull), 4 (reduce_scatter ring). The push
   // and the ring share the staging: the push runs right before the ring, and after it in the
@@ -182,6 +241,12 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
   for (int r = 0; r < 5; ++r)
     for (std::size_t i = 0; i < kStride; ++i) host[r * kStride + i] = value(ctx.rank(), r, i);
   upload(a, host.data(), host.size() * sizeof(std::int32_t));
+  int* replay = nullptr;
+  unsigned long long* errors = nullptr;
+  ASSERT_EQ(cudaMalloc(&replay, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&errors, 4 * sizeof(unsigned long long)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(replay, 0, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(errors, 0, 4 * sizeof(unsigned long long)), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ctx.barrier();
 
@@ -204,43 +269,58 @@ TEST(CclGraph, MixedCollectivesReplayedManyTimes) {
   comm.reduce_scatter(b + 4 * kStride, a + 4 * kStride, kCount, ReduceOp::kSum, stream,
                       {.algorithm = Algorithm::kRing});
   comm.barrier(stream);
+  check_replay<<<64, 256, 0, stream>>>({b, replay, errors, comm.team(), comm.index()});
   add_one<<<64, 256, 0, stream>>>(a, 5 * kStride);
+  advance<<<1, 1, 0, stream>>>(replay);
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   constexpr int kReplays = 1000;
-  for (int i = 0; i < kReplays; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  const auto ranks = members(comm);
+  for (int i = 0; i < kReplays; ++i) {
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    if (i % 100 != 99) continue;
+    // Eager calls between replays, on the same stream and communicator: the team's epochs
+    // they advance on the device are the ones the next replay starts from.
+    const auto salt = static_cast<std::size_t>(i / 100);
+    for (std::size_t j = 0; j < kCount; ++j) host[j] = value(ctx.rank(), 10 + salt, j);
+    ASSERT_EQ(cudaMemcpyAsync(eager, host.data(), kCount * sizeof(std::int32_t),
+                              cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
+    comm.all_reduce(eager + kStride, eager, kCount, ReduceOp::kSum, stream,
+                    {.algorithm = i % 200 == 99 ? Algorithm::kOneShot : Algorithm::kTwoShot});
+    comm.all_gather(eager + kStride + kCount, eager, kCount / n, stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const auto got_bytes =
+        download(eager + kStride, (kCount + n * (kCount / n)) * sizeof(std::int32_t));
+    const auto* got = reinterpret_cast<const std::int32_t*>(got_bytes.data());
+    for (std::size_t j = 0; j < kCount; ++j) {
+      std::int32_t want = 0;
+      for (int r : ranks) want += value(r, 10 + salt, j);
+      ASSERT_EQ(got[j], want) << "eager all_reduce after replay " << i << ", element " << j;
+    }
+    for (std::size_t j = 0; j < n * (kCount / n); ++j)
+      ASSERT_EQ(got[kCount + j], value(ranks[j / (kCount / n)], 10 + salt, j % (kCount / n)))
+          << "eager all_gather after replay " << i << ", element " << j;
+  }
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 
-  const auto got_bytes = download(b, 8 * kStride * sizeof(std::int32_t));
-  const auto* got = reinterpret_cast<const std::int32_t*>(got_bytes.data());
-  const auto ranks = members(comm);
-  const int last = kReplays - 1;  // the inputs the last replay saw were advanced this often
-  auto sum = [&](int region, std::size_t i) {
-    std::int32_t s = 0;
-    for (int r : ranks) s += value(r, region, i) + last;
-    return s;
-  };
-  for (std::size_t i = 0; i < kCount; ++i) {
-    ASSERT_EQ(got[i], sum(0, i)) << "one_shot element " << i;
-    ASSERT_EQ(got[kStride + i], sum(1, i)) << "two_shot element " << i;
-    ASSERT_EQ(got[6 * kStride + i], sum(0, i)) << "two_shot_packets element " << i;
-    ASSERT_EQ(got[7 * kStride + i], sum(1, i)) << "one_shot_push element " << i;
-    ASSERT_EQ(got[3 * kStride + 8192 + i], sum(3, comm.index() * kCount + i))
-        << "reduce_scatter " << i;
-    ASSERT_EQ(got[4 * kStride + i], sum(4, comm.index() * kCount + i))
-        << "ring reduce_scatter " << i;
-  }
-  for (std::size_t j = 0; j < n * kCount; ++j) {
-    ASSERT_EQ(got[2 * kStride + j], value(ranks[j / kCount], 2, j % kCount) + last)
-        << "all_gather " << j;
-    ASSERT_EQ(got[5 * kStride + j], value(ranks[j / kCount], 2, j % kCount) + last)
-        << "ring all_gather " << j;
-  }
+  unsigned long long found[4];
+  ASSERT_EQ(cudaMemcpy(found, errors, sizeof(found), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(found[0], 0u) << "wrong elements over the replays; the first in replay " << found[1]
+                          << ", region " << found[2] << " (0 one_shot, 1 two_shot, 2 all_gather, "
+                          << "3 reduce_scatter, 4 ring reduce_scatter, 5 ring all_gather, 6 "
+                          << "two_shot_packets, 7 one_shot_push), element " << found[3];
+  int replays = 0;
+  ASSERT_EQ(cudaMemcpy(&replays, replay, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(replays, kReplays);
+  cudaFree(errors);
+  cudaFree(replay);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
   ctx.barrier();
+  ctx.free_bytes(eager);
   ctx.free_bytes(b);
   ctx.free_bytes(a);
 }
