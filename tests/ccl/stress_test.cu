@@ -1,14 +1,15 @@
-// Many collectives back to back on one stream with no host synchronization, each with its own
-// input and output, all verified at the end; a CUDA graph of mixed collectives replayed a
-// thousand times, its inputs advancing inside the graph, every replay verified inside the graph,
-// with eager collectives between replays; and
-// two communicators running collectives at once on two streams (each on its own barrier
-// channels and workspace), verified.
-// Every rank draws the same random sequence (same seed), as every member must make the same
-// calls.
+// Many collectives back to back on one stream with no host synchronization (all_reduce,
+// reduce_scatter, all_gather, broadcast, all_to_all, reduce, gather and scatter, every algorithm
+// and operator), each with its own input and output, all verified at the end; a CUDA graph of
+// mixed collectives replayed a thousand times, its inputs advancing inside the graph, every
+// replay verified inside the graph, with eager collectives between replays; and two communicators
+// running collectives at once on two streams (each on its own barrier channels and workspace),
+// verified. Every rank draws the same random sequence (same seed), as every member must make the
+// same calls.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -21,7 +22,25 @@ using iris_test::context;
 
 constexpr int kCalls = 10000;
 
-enum class Kind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll };
+enum class Kind {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kAllToAll,
+  kReduce,
+  kGather,
+  kScatter
+};
+constexpr int kKinds = 8;
+
+/// Parts of `count` elements in a call's input and output.
+std::size_t parts_in(Kind kind, int n) {
+  return kind == Kind::kReduceScatter || kind == Kind::kAllToAll || kind == Kind::kScatter ? n : 1;
+}
+std::size_t parts_out(Kind kind, int n) {
+  return kind == Kind::kAllGather || kind == Kind::kAllToAll || kind == Kind::kGather ? n : 1;
+}
 
 struct Call {
   Kind kind;
@@ -46,12 +65,11 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
   std::size_t in = 0, out = 0;
   for (int c = 0; c < kCalls; ++c) {
     Call call{};
-    call.kind = static_cast<Kind>(rng() % 5);
+    call.kind = static_cast<Kind>(rng() % kKinds);
     // Mostly small (the packet and latency paths), one in 50 up to 20000 elements (several
     // blocks, the bandwidth paths); every call has its own input and output.
     call.count = 1 + rng() % (c % 50 == 0 ? 20000 : 700);
-    const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax};
-    call.op = ops[rng() % 3];
+    call.op = kOps[rng() % std::size(kOps)];
     const Algorithm ar[] = {Algorithm::kOneShot, Algorithm::kOneShotPull, Algorithm::kOneShotPush,
                             Algorithm::kTwoShot, Algorithm::kTwoShotPackets};
     const Algorithm ag[] = {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing};
@@ -63,14 +81,10 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
                      : call.kind == Kind::kAllToAll      ? a2a[rng() % 2]
                                                          : Algorithm::kAuto;
     call.root = static_cast<int>(rng() % n);
-    const std::size_t parts_in =
-        call.kind == Kind::kReduceScatter || call.kind == Kind::kAllToAll ? n : 1;
-    const std::size_t parts_out =
-        call.kind == Kind::kAllGather || call.kind == Kind::kAllToAll ? n : 1;
     call.in = in;
     call.out = out;
-    in += (parts_in * call.count + 3) / 4 * 4;  // keep 16-byte alignment
-    out += (parts_out * call.count + 3) / 4 * 4;
+    in += (parts_in(call.kind, n) * call.count + 3) / 4 * 4;  // keep 16-byte alignment
+    out += (parts_out(call.kind, n) * call.count + 3) / 4 * 4;
     calls.push_back(call);
   }
   ASSERT_EQ(calls.size(), static_cast<std::size_t>(kCalls));
@@ -81,9 +95,7 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
   std::vector<std::int32_t> host(in);
   for (std::size_t c = 0; c < calls.size(); ++c) {
     const Call& call = calls[c];
-    const std::size_t parts =
-        call.kind == Kind::kReduceScatter || call.kind == Kind::kAllToAll ? n : 1;
-    for (std::size_t i = 0; i < parts * call.count; ++i)
+    for (std::size_t i = 0; i < parts_in(call.kind, n) * call.count; ++i)
       host[call.in + i] = value(ctx.rank(), c, i);
   }
   upload(a, host.data(), in * sizeof(std::int32_t));
@@ -109,6 +121,15 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
       case Kind::kAllToAll:
         comm.all_to_all(dst, src, call.count, nullptr, {.algorithm = call.algorithm});
         break;
+      case Kind::kReduce:
+        comm.reduce(dst, src, call.count, call.op, call.root, nullptr);
+        break;
+      case Kind::kGather:
+        comm.gather(dst, src, call.count, call.root, nullptr);
+        break;
+      case Kind::kScatter:
+        comm.scatter(dst, src, call.count, call.root, nullptr);
+        break;
     }
   }
   const auto got_bytes = download(b, out * sizeof(std::int32_t));
@@ -117,18 +138,24 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
   std::size_t wrong_calls = 0;
   for (std::size_t c = 0; c < calls.size(); ++c) {
     const Call& call = calls[c];
+    // Integers reduce in 64 bits (types.hpp): a product of 8 values up to 48 fits, and wraps
+    // to int32 as the element type does; avg is the sum over the team, truncated toward zero.
     auto reduce = [&](std::size_t i) {
       std::int64_t acc = value(ranks[0], c, i);
       for (int k = 1; k < n; ++k) {
         const std::int64_t v = value(ranks[k], c, i);
-        acc = call.op == ReduceOp::kSum   ? acc + v
-              : call.op == ReduceOp::kMin ? std::min(acc, v)
-                                          : std::max(acc, v);
+        acc = call.op == ReduceOp::kMin    ? std::min(acc, v)
+              : call.op == ReduceOp::kMax  ? std::max(acc, v)
+              : call.op == ReduceOp::kProd ? acc * v
+                                           : acc + v;
       }
-      return static_cast<std::int32_t>(acc);
+      if (call.op == ReduceOp::kAvg) acc /= n;
+      return static_cast<std::int32_t>(static_cast<std::uint32_t>(acc));
     };
-    const std::size_t parts = call.kind == Kind::kAllGather || call.kind == Kind::kAllToAll ? n : 1;
-    for (std::size_t j = 0; j < parts * call.count; ++j) {
+    // Rooted calls leave the others' dst alone (reduce, gather): only the root's is checked.
+    const bool root_only = call.kind == Kind::kReduce || call.kind == Kind::kGather;
+    if (root_only && comm.index() != call.root) continue;
+    for (std::size_t j = 0; j < parts_out(call.kind, n) * call.count; ++j) {
       std::int32_t want = 0;
       switch (call.kind) {
         case Kind::kAllReduce:
@@ -145,6 +172,15 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
           break;
         case Kind::kAllToAll:
           want = value(ranks[j / call.count], c, comm.index() * call.count + j % call.count);
+          break;
+        case Kind::kReduce:
+          want = reduce(j);
+          break;
+        case Kind::kGather:
+          want = value(ranks[j / call.count], c, j % call.count);
+          break;
+        case Kind::kScatter:
+          want = value(ranks[call.root], c, comm.index() * call.count + j);
           break;
       }
       if (got[call.out + j] != want) {
