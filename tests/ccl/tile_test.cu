@@ -1,7 +1,8 @@
 // Tile collectives (iris/ccl/device.hpp) called from a user kernel: each block all-reduces,
 // all-gathers and reduce-scatters its own tile, as steps 0-2 of one kernel, then syncs, then
-// all-gathers by ring out of place and in place (steps 4 and 5); the kernel runs several
-// times, between host collectives on the same communicator (one epoch counter for both).
+// all-gathers by ring out of place and in place (steps 4 and 5), then all-reduces by
+// one_shot_pull and all-gathers by push (steps 6 and 7); the kernel runs several times, between
+// host collectives on the same communicator (one epoch counter for both).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -20,7 +21,7 @@ constexpr std::size_t kTile = 1000;
 __global__ void tile_kernel(const __grid_constant__ iris::ccl::device::Communicator comm,
                             float* ar_out, const float* ar_in, float* ag_out, const float* ag_in,
                             float* rs_out, const float* rs_in, float* ring_out,
-                            float* ring_in_place) {
+                            float* ring_in_place, float* pull_out, float* push_out) {
   namespace dev = iris::ccl::device;
   const std::uint64_t epoch = dev::begin(comm);
   const int c = static_cast<int>(blockIdx.x);
@@ -39,6 +40,10 @@ __global__ void tile_kernel(const __grid_constant__ iris::ccl::device::Communica
   float* slots = ring_in_place + c * n * kTile;
   dev::all_gather(iris::block{}, comm, {epoch, c, 5}, slots, slots + comm.index * kTile, kTile,
                   Algorithm::kRing);
+  dev::all_reduce(iris::block{}, comm, {epoch, c, 6}, pull_out + first, ar_in + first, kTile,
+                  ReduceOp::kSum, Algorithm::kOneShotPull);
+  dev::all_gather(iris::block{}, comm, {epoch, c, 7}, push_out + c * n * kTile, ag_in + first,
+                  kTile, Algorithm::kPush);
   dev::end(comm, epoch);
 }
 
@@ -51,7 +56,7 @@ TEST(CclTiles, UserKernelTilesBetweenHostCollectives) {
   auto& comm = world();
   const int n = comm.size();
   const std::size_t total = kBlocks * kTile;
-  auto* mem = static_cast<float*>(ctx.allocate_bytes((4 * total + 4 * n * total) * sizeof(float)));
+  auto* mem = static_cast<float*>(ctx.allocate_bytes((5 * total + 5 * n * total) * sizeof(float)));
   float* ar_in = mem;
   float* ar_out = ar_in + total;
   float* ag_in = ar_out + total;
@@ -60,6 +65,8 @@ TEST(CclTiles, UserKernelTilesBetweenHostCollectives) {
   float* rs_in = ag_out + n * total;
   float* ring_out = rs_in + n * total;
   float* ring_in_place = ring_out + n * total;
+  float* pull_out = ring_in_place + n * total;
+  float* push_out = pull_out + total;
   std::vector<float> a(total), g(total), r(n * total);
   for (std::size_t i = 0; i < total; ++i) {
     a[i] = static_cast<float>(pattern(ReduceOp::kSum, ctx.rank(), i));
@@ -75,10 +82,15 @@ TEST(CclTiles, UserKernelTilesBetweenHostCollectives) {
     poison(rs_out, total * 4);
     poison(ring_out, n * total * 4);
     poison(ring_in_place, n * total * 4);
+    poison(pull_out, total * 4);
+    poison(push_out, n * total * 4);
+    // Every member's push lands in every member's push_out: nobody poisons it after a peer
+    // has written.
+    ctx.barrier();
     for (int c = 0; c < kBlocks; ++c)  // this member's part at its slot, for the in-place ring
       upload(ring_in_place + (c * n + comm.index()) * kTile, g.data() + c * kTile, kTile * 4);
     tile_kernel<<<kBlocks, 256>>>(comm.device(), ar_out, ar_in, ag_out, ag_in, rs_out, rs_in,
-                                  ring_out, ring_in_place);
+                                  ring_out, ring_in_place, pull_out, push_out);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     comm.barrier(nullptr);  // a host collective in between: the same epoch counter
     const auto ar = download(ar_out, total * 4);
@@ -86,6 +98,10 @@ TEST(CclTiles, UserKernelTilesBetweenHostCollectives) {
     const auto rs = download(rs_out, total * 4);
     const auto ring = download(ring_out, n * total * 4);
     const auto ring_ip = download(ring_in_place, n * total * 4);
+    const auto pull = download(pull_out, total * 4);
+    const auto push = download(push_out, n * total * 4);
+    const auto* pullf = reinterpret_cast<const float*>(pull.data());
+    const auto* pushf = reinterpret_cast<const float*>(push.data());
     const auto* arf = reinterpret_cast<const float*>(ar.data());
     const auto* agf = reinterpret_cast<const float*>(ag.data());
     const auto* rsf = reinterpret_cast<const float*>(rs.data());
@@ -93,6 +109,8 @@ TEST(CclTiles, UserKernelTilesBetweenHostCollectives) {
       float sum = 0;
       for (int k = 0; k < n; ++k) sum += static_cast<float>(pattern(ReduceOp::kSum, k, i));
       ASSERT_EQ(arf[i], sum) << "all_reduce tile element " << i << " round " << round;
+      ASSERT_EQ(pullf[i], sum) << "one_shot_pull all_reduce tile element " << i << " round "
+                               << round;
     }
     const auto* ringf = reinterpret_cast<const float*>(ring.data());
     const auto* ring_ipf = reinterpret_cast<const float*>(ring_ip.data());
@@ -107,6 +125,8 @@ TEST(CclTiles, UserKernelTilesBetweenHostCollectives) {
                                      << " element " << j << " round " << round;
           ASSERT_EQ(ring_ipf[at], want) << "in-place ring all_gather tile " << c << " member " << k
                                         << " element " << j << " round " << round;
+          ASSERT_EQ(pushf[at], want) << "push all_gather tile " << c << " member " << k
+                                     << " element " << j << " round " << round;
         }
     for (int c = 0; c < kBlocks; ++c)
       for (std::size_t j = 0; j < kTile; ++j) {
