@@ -283,9 +283,11 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
       }
       break;
     case MoveKind::kAllToAllv:
-      // Every part is checked before any is copied, by every block: a bad table is reported
-      // with nothing written.
-      for (int j = 0; j < members; ++j) check_v_part(p, me, (me + j) % members);
+      // Every block checks every part (a thread per member) before it copies any: a bad table
+      // is reported with nothing written.
+      for (int k = static_cast<int>(threadIdx.x); k < members; k += static_cast<int>(blockDim.x))
+        check_v_part(p, me, k);
+      __syncthreads();
       for (int j = 0; j < members; ++j) {
         const int k = (me + j) % members;
         const VPart part = v_part(p, me, k);
