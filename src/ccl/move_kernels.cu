@@ -224,10 +224,9 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
       p.kind == MoveKind::kBroadcast || p.kind == MoveKind::kGather || p.kind == MoveKind::kScatter;
   check_args(comm, epoch,
              {.code = static_cast<std::uint32_t>(kind),
-              .count = p.kind == MoveKind::kAllToAllv     ? p.element_bytes
-                       : p.kind == MoveKind::kAllGather2d ? p.rows * p.bytes
-                                                          : p.bytes,
-              .count_name = "bytes",
+              .count = p.kind == MoveKind::kAllToAllv ? p.element_bytes : p.bytes,
+              .count_name = p.kind == MoveKind::kAllGather2d ? "row bytes" : "bytes",
+              .rows = p.kind == MoveKind::kAllGather2d ? p.rows : 0,
               .type = 0,
               .op = 0,
               .root = rooted ? static_cast<std::uint32_t>(p.root) : 0u,

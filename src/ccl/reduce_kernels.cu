@@ -276,13 +276,6 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t reduce_packets(const device::Commu
   return word;
 }
 
-/// The flag of a call's packets: the epoch's low 32 bits, 1 where they are 0 (an empty slot is
-/// all zeros).
-IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint32_t packet_flag(std::uint64_t epoch) {
-  const auto low = static_cast<std::uint32_t>(epoch);
-  return low != 0 ? low : 1u;
-}
-
 /// What both all_reduces in packets start with: the call's epoch (its arguments checked across
 /// the team under debug checks), this block's words [first, last) and the parity of the slots
 /// the call uses.

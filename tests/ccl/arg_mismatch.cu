@@ -70,6 +70,8 @@ TEST(CclArgCheck, AgreeingCallsRunInEveryKernelCallAfterCall) {
     comm.all_gather(b, a, kCount, nullptr, {.algorithm = Algorithm::kPush});
     comm.all_gather(a, a + comm.index() * kCount, kCount, nullptr);  // in place
     comm.all_to_all(b, a, kCount, nullptr);
+    // 64 rows of 64 columns each: the check compares the rows and the row's bytes.
+    comm.all_gather_2d(b, n * std::size_t{64}, a, 64, kCount / 64, 64, nullptr);
     comm.broadcast(b, a, kCount, 0, nullptr);
     comm.gather(b, a, kCount, n - 1, nullptr);
     comm.scatter(b, a, kCount, 0, nullptr);

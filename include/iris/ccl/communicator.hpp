@@ -35,7 +35,10 @@
 //   - waits (bounded by IRIS_WAIT_TIMEOUT) for the other members' kernels; a member that never
 //     comes makes the others' kernels report which rank and which collective, and trap; the
 //     next synchronization on those ranks throws that report.
-// Counts are in elements; a "part" is `count` elements of one member.
+// Counts are in elements; a "part" is `count` elements of one member. A team call whose count
+// (or bytes, or rows) is 0 returns on the host and launches nothing, so it must be 0 on every
+// member: where it is 0 on some only, the others' kernels report those members as missing
+// (their debug checks cannot compare a call that never launched).
 // Kernels spin on each other: ranks that share a GPU must have their blocks resident together.
 // The default SM budget (CommunicatorOptions::max_blocks) is half of what fits, so that two
 // calls in flight (a send and its recv, two communicators) fit too; a budget above it is the

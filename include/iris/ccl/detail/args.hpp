@@ -1,5 +1,5 @@
 // The debug check that every team member makes the same call (IRIS_DEBUG_CHECKS): at the start
-// of each team collective's kernel, block 0 of member 0 sends a description of its call (two
+// of each team collective's kernel, block 0 of member 0 sends a description of its call (three
 // packets, flagged with the epoch, into every other member's Control::args[epoch % 2]); block 0
 // of every other member waits for it (bounded) and compares it with its own. A member whose call
 // differs reports which argument differs, its value and member 0's, and traps; the host throws
@@ -20,13 +20,15 @@
 namespace iris::ccl::detail {
 
 /// What a call looks like to the check: the kernel (collective and algorithm, `code`), the count
-/// (elements, or bytes of one part for the movement collectives), the element type and
-/// operator (+1, 0 when the call has none), the root (team index, or 0) and whether it is in
-/// place. `name` names the call in the report.
+/// (elements, or bytes of one part for the movement collectives), the rows of a part
+/// (all_gather_2d, whose count is then the bytes of a row; 0 for the other calls), the element
+/// type and operator (+1, 0 when the call has none), the root (team index, or 0) and whether it
+/// is in place. `name` names the call in the report.
 struct CallArgs {
   std::uint32_t code;
   std::uint64_t count;
-  const char* count_name;  ///< "count" or "bytes"
+  const char* count_name;  ///< "count", "bytes" or "row bytes"
+  std::uint64_t rows;
   std::uint32_t type;
   std::uint32_t op;
   std::uint32_t root;
@@ -38,6 +40,13 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint64_t pack_args(const CallArgs& a) {
   return std::uint64_t{a.code & 0xffu} | std::uint64_t{a.type & 0xffu} << 8 |
          std::uint64_t{a.op & 0xffu} << 16 | std::uint64_t{a.root & 0xffffu} << 24 |
          std::uint64_t{a.in_place} << 40;
+}
+
+/// The flag of a call's packets: the epoch's low 32 bits, 1 where they are 0 (an empty slot is
+/// all zeros, so flag 0 would match a slot never written).
+IRIS_DEVICE_FN IRIS_FORCEINLINE std::uint32_t packet_flag(std::uint64_t epoch) {
+  const auto low = static_cast<std::uint32_t>(epoch);
+  return low != 0 ? low : 1u;
 }
 
 /// Appends `text` to `out` (at most 31 characters in all, the mailbox's operation field).
@@ -84,19 +93,20 @@ IRIS_DEVICE_FN inline void check_args(const device::Communicator& comm, std::uin
   using iris::device::packet;
   Control* c = control(comm);
   auto* slots = reinterpret_cast<packet*>(&c->args[epoch & 1][0][0]);
-  const auto flag = static_cast<std::uint32_t>(epoch);
+  const std::uint32_t flag = packet_flag(epoch);
   const std::uint64_t word = pack_args(args);
   if (comm.index == 0) {
     for (int k = 1 + static_cast<int>(threadIdx.x); k < comm.team.size;
          k += static_cast<int>(blockDim.x)) {
       iris::device::packet_put(comm.ctx, slots + 0, args.count, flag, comm.world_rank(k));
       iris::device::packet_put(comm.ctx, slots + 1, word, flag, comm.world_rank(k));
+      iris::device::packet_put(comm.ctx, slots + 2, args.rows, flag, comm.world_rank(k));
     }
     return;
   }
   if (threadIdx.x != 0) return;
-  std::uint64_t theirs[2];
-  for (int i = 0; i < 2; ++i) {
+  std::uint64_t theirs[3];
+  for (int i = 0; i < 3; ++i) {
     const std::uint64_t start = iris::device::detail::global_timer_ns();
     while (!iris::device::packet_poll(slots + i, flag, theirs[i])) {
       const std::uint64_t elapsed = iris::device::detail::global_timer_ns() - start;
@@ -119,6 +129,7 @@ IRIS_DEVICE_FN inline void check_args(const device::Communicator& comm, std::uin
     report_mismatch(comm, args.name, "call or algorithm", args.code, w & 0xffu);
   if (theirs[0] != args.count)
     report_mismatch(comm, args.name, args.count_name, args.count, theirs[0]);
+  if (theirs[2] != args.rows) report_mismatch(comm, args.name, "rows", args.rows, theirs[2]);
   if ((w >> 8 & 0xffu) != (args.type & 0xffu))
     report_mismatch(comm, args.name, "type", args.type, w >> 8 & 0xffu);
   if ((w >> 16 & 0xffu) != (args.op & 0xffu))

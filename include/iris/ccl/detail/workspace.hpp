@@ -51,7 +51,7 @@ struct Control {
   alignas(kLine) std::uint64_t send_bytes[kMaxRanks];
   /// args[parity][word]: with debug checks, member 0's description of its call (packets
   /// flagged with the epoch; see args.hpp), which every other member compares with its own.
-  alignas(kLine) std::uint64_t args[2][2][kPacketBytes / 8];
+  alignas(kLine) std::uint64_t args[2][3][kPacketBytes / 8];
   /// The ring algorithms' signals (ring.hpp), one line per channel: ring_data[c][0] is what the
   /// left neighbour's block c announced it has ready for this rank's block c to read,
   /// ring_room[c][0] what the right neighbour's block c has finished reading of this rank's
