@@ -107,17 +107,10 @@ IRIS_DEVICE_FN void ring_all_gather(const device::Communicator& comm, int channe
                                 ctx.rank());
 }
 
-/// Units of 16-byte input vectors one thread of the ring reduce_scatter keeps in flight. A unit
-/// loads one 16-byte word of this rank's input and W words of partial sums (W = the
-/// accumulators' size over the input's: 1 for float, 2 for half, 8 for bytes, which widen to
-/// 64-bit integers); within a budget of 16 loads, as the pull reduce_scatter keeps at two
-/// members, that is 8 units for 4- and 8-byte types, 4 for 2-byte ones, 1 for bytes.
+/// Units of 16-byte input vectors one thread of the ring reduce_scatter keeps in flight: fewer
+/// where one vector's accumulators take many registers (bytes widen to 64-bit integers).
 template <class T>
-inline constexpr int kRingUnits = [] {
-  constexpr int words = static_cast<int>(sizeof(acc_t<T>) * (16 / sizeof(T)) / 16);
-  constexpr int budget = 16 / (1 + words);
-  return budget >= 8 ? 8 : budget >= 4 ? 4 : budget >= 2 ? 2 : 1;
-}();
+inline constexpr int kRingUnits = sizeof(acc_t<T>) * (16 / sizeof(T)) > 32 ? 1 : 4;
 
 /// One sub-chunk of one step of the ring reduce_scatter, `len` elements, by the whole block:
 /// acc = (the left neighbour's partial sums `in_acc`, or at the first step its input `in_raw`)
@@ -205,7 +198,8 @@ IRIS_DEVICE_FN void ring_reduce_chunk(acc_t<T>* out_acc, T* out, const acc_t<T>*
   }
 }
 
-/// The ring reduce_scatter of one block's share of every part (teams of 2 or more): dst[i] =
+/// The ring reduce_scatter of one block's share of every part (teams of 3 or more; a team of
+/// two runs the pull's loop, src/ccl/reduce_kernels.cu): dst[i] =
 /// op over members of their src[index * count + first + i] for i < n, where this block takes
 /// elements [first, first + n) of every part. Part j is reduced in ring order starting after j:
 /// member j + 1's contribution first, then j + 2, ..., j - 1, and member j's last (indices mod
@@ -216,7 +210,7 @@ IRIS_DEVICE_FN void ring_reduce_chunk(acc_t<T>* out_acc, T* out, const acc_t<T>*
 /// part is its own and the result goes to dst.
 ///
 /// The block's share is cut into sub-chunks of `slot` elements (one staging slot of
-/// accumulators); a team of two stages nothing and takes its share as one sub-chunk. Sub-chunks go through the steps kRingGroup at a time (all steps of a group,
+/// accumulators). Sub-chunks go through the steps kRingGroup at a time (all steps of a group,
 /// then the next group), so that a block waits for the partial sums its neighbour finished
 /// kRingGroup sub-chunks earlier, not the one it is finishing now, and several sub-chunks are in
 /// flight around the ring. Staged items form a queue per (rank, channel): item k in slot
@@ -245,10 +239,7 @@ IRIS_DEVICE_FN void ring_reduce_scatter(const device::Communicator& comm, int ch
       ctx.translate(static_cast<const A*>(staging), comm.world_rank(left), kRingSlots * slot);
   const bool vectors = aligned16(src) && aligned16(dst) && count * sizeof(T) % 16 == 0 &&
                        first * sizeof(T) % 16 == 0 && slot * sizeof(T) % 16 == 0;
-  // A team of two has one step, from the neighbour's input straight to dst: no staging, so
-  // no reason to cut the share (each sub-chunk ends with a partial round of loads).
-  const std::size_t chunk = steps == 1 && n > 0 ? n : slot;
-  const std::size_t chunks = (n + chunk - 1) / chunk;
+  const std::size_t chunks = (n + slot - 1) / slot;
   std::uint64_t made = 0;  // items this block has staged
   std::uint64_t used = 0;  // items of the left neighbour's that this block has read
   for (std::size_t g = 0; g < chunks; g += kRingGroup) {
@@ -257,11 +248,9 @@ IRIS_DEVICE_FN void ring_reduce_scatter(const device::Communicator& comm, int ch
       const int part = (me + members - 2 - t) % members;
       const bool last = t + 1 == steps;
       for (std::size_t i = g; i < g_end; ++i) {
-        const std::size_t at = first + i * chunk;  // element within the part
-        const std::size_t len = first + n - at < chunk ? first + n - at : chunk;
-        // Block syncs only around a wait or an announcement (block-uniform): a team of two has
-        // neither (one step, from the neighbour's input straight to dst), and then its
-        // sub-chunks stream without draining the block's loads between them.
+        const std::size_t at = first + i * slot;  // element within the part
+        const std::size_t len = first + n - at < slot ? first + n - at : slot;
+        // Block syncs only around a wait or an announcement (block-uniform).
         const bool reads_staging = t > 0;
         const bool waits =
             reads_staging || (!last && made >= static_cast<std::uint64_t>(kRingSlots));
