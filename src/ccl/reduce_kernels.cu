@@ -146,11 +146,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     case ReduceKind::kReduceScatterRing: {
       const std::uint64_t entry = exchange_value(epoch, 0);
       team_exchange(comm, channel, entry, "ccl reduce_scatter(ring) entry");
-      // A ring of one copies; a ring of two is one step in which each member reads its
-      // neighbour's part and adds its own, which is the pull's pattern and traffic: both run
-      // the pull's loop (team order; for two members, the bits of ring order for sums and
-      // products).
-      if (comm.team.size <= 2) {
+      if (comm.team.size < 2) {
         reduce_span(comm, dst + first, false,
                     src + static_cast<std::size_t>(comm.index) * p.count + first, n, p.op);
       } else {

@@ -333,7 +333,7 @@ void check_reduction_order(iris::ccl::Communicator& comm, Algorithm algorithm, s
     const std::size_t at = me * count + i;
     auto x = [&](int k) { return to_float(to_t(random_float(ranks[k], at))); };
     float acc;
-    if (algorithm == Algorithm::kRing && n > 2) {  // a ring of two adds in team order
+    if (algorithm == Algorithm::kRing) {
       acc = x((me + 1) % n);
       for (int j = 2; j <= n; ++j) acc += x((me + j) % n);
     } else {

@@ -28,9 +28,8 @@
 //   - gives the same bits on every run, whatever the timing: each algorithm adds the members'
 //     contributions in an order fixed by the team alone. Every algorithm but the ring
 //     reduce_scatter adds them in team order (member 0 first), so they agree bit for bit with
-//     each other and every member gets the same all_reduce result; the ring reduce_scatter of
-//     three or more members adds part j in ring order, member j + 1 first and member j last
-//     (docs/ccl.md; a ring of two adds in team order, as the pull): the same
+//     each other and every member gets the same all_reduce result; the ring reduce_scatter adds
+//     part j in ring order, member j + 1 first and member j last (docs/ccl.md): the same
 //     integers, but floating-point sums and products (and min/max among signed zeros or NaNs)
 //     that can differ from team order in the last bits;
 //   - waits (bounded by IRIS_WAIT_TIMEOUT) for the other members' kernels; a member that never

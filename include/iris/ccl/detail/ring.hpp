@@ -198,8 +198,7 @@ IRIS_DEVICE_FN void ring_reduce_chunk(acc_t<T>* out_acc, T* out, const acc_t<T>*
   }
 }
 
-/// The ring reduce_scatter of one block's share of every part (teams of 3 or more; a team of
-/// two runs the pull's loop, src/ccl/reduce_kernels.cu): dst[i] =
+/// The ring reduce_scatter of one block's share of every part (teams of 2 or more): dst[i] =
 /// op over members of their src[index * count + first + i] for i < n, where this block takes
 /// elements [first, first + n) of every part. Part j is reduced in ring order starting after j:
 /// member j + 1's contribution first, then j + 2, ..., j - 1, and member j's last (indices mod
@@ -250,7 +249,9 @@ IRIS_DEVICE_FN void ring_reduce_scatter(const device::Communicator& comm, int ch
       for (std::size_t i = g; i < g_end; ++i) {
         const std::size_t at = first + i * slot;  // element within the part
         const std::size_t len = first + n - at < slot ? first + n - at : slot;
-        // Block syncs only around a wait or an announcement (block-uniform).
+        // Block syncs only around a wait or an announcement (block-uniform): a team of two has
+        // neither (one step, from the neighbour's input straight to dst), and then its
+        // sub-chunks stream without draining the block's loads between them.
         const bool reads_staging = t > 0;
         const bool waits =
             reads_staging || (!last && made >= static_cast<std::uint64_t>(kRingSlots));
