@@ -372,6 +372,7 @@ int main(int argc, char** argv) {
                              {Collective::kBroadcast, Algorithm::kPull},
                              {Collective::kReduce, Algorithm::kPull},
                              {Collective::kGather, Algorithm::kPull},
+                             {Collective::kGather, Algorithm::kPush},
                              {Collective::kScatter, Algorithm::kPull},
                              {Collective::kSendRecv, Algorithm::kPull}};
   cases.erase(

@@ -638,7 +638,9 @@ void Communicator::gather_bytes(void* dst, const void* src, std::size_t bytes, i
                              "in place means src == dst + index() * count");
   }
   const Plan plan = s.plan(Collective::kGather, bytes, options, false, kCall);
-  const detail::MoveParams p{.kind = detail::MoveKind::kGather,
+  const detail::MoveParams p{.kind = plan.algorithm == Algorithm::kPush
+                                         ? detail::MoveKind::kGatherPush
+                                         : detail::MoveKind::kGather,
                              .dst = static_cast<std::byte*>(dst),
                              .src = static_cast<const std::byte*>(src),
                              .bytes = bytes,

@@ -72,6 +72,7 @@ enum class MoveKind : int {
   kAllGather2d,
   kAllGatherRing,
   kAllToAllPush,
+  kGatherPush,
 };
 
 struct MoveParams {

@@ -116,16 +116,16 @@ __device__ const char* const kEntryNames[] = {
     "ccl all_gather(pull) entry", "ccl all_gather(push) entry", "ccl all_to_all entry",
     "ccl all_to_allv entry", "ccl broadcast entry", "ccl gather entry", "ccl scatter entry",
     "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d entry",
-    "ccl all_gather(ring) entry", "ccl all_to_all(push) entry"};
+    "ccl all_gather(ring) entry", "ccl all_to_all(push) entry", "ccl gather(push) entry"};
 __device__ const char* const kExitNames[] = {
     "ccl all_gather(pull) exit", "ccl all_gather(push) exit", "ccl all_to_all exit",
     "ccl all_to_allv exit", "ccl broadcast exit", "ccl gather exit", "ccl scatter exit",
     "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d exit",
-    "ccl all_gather(ring) exit", "ccl all_to_all(push) exit"};
+    "ccl all_gather(ring) exit", "ccl all_to_all(push) exit", "ccl gather(push) exit"};
 __device__ const char* const kCallNames[] = {
     "ccl all_gather", "ccl all_gather", "ccl all_to_all", "ccl all_to_allv", "ccl broadcast",
     "ccl gather", "ccl scatter", "ccl send", "ccl recv", "ccl barrier", "ccl all_gather_2d",
-    "ccl all_gather", "ccl all_to_all"};
+    "ccl all_gather", "ccl all_to_all", "ccl gather"};
 // clang-format on
 
 /// Whether the call is in place, as each collective defines it (scatter: on the root only, so
@@ -136,6 +136,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool in_place_call(const MoveParams& p, int me) 
     case MoveKind::kAllGatherPush:
     case MoveKind::kAllGatherRing:
     case MoveKind::kGather:
+    case MoveKind::kGatherPush:
       return p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
     case MoveKind::kBroadcast:
       return p.dst == p.src;
@@ -147,7 +148,7 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool in_place_call(const MoveParams& p, int me) 
 }
 
 /// `InFlight`: 16-byte vectors each thread keeps in flight while it moves bytes (MoveParams::
-/// in_flight); the send/recv and 2-D paths keep the device API's default.
+/// in_flight); the 2-D path keeps the device API's default.
 template <int InFlight>
 __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant__ MoveParams p) {
   const device::Communicator& comm = p.comm;
@@ -197,7 +198,7 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
     const Slice s = slice_of(bytes, p.tile, c);
     if (s.n != 0) {
       const std::byte* remote = ctx.at<const std::byte>(offset, ctx.rank());
-      get(block, ctx, p.dst + s.first, remote + s.first, s.n, p.peer);
+      get<InFlight>(block, ctx, p.dst + s.first, remote + s.first, s.n, p.peer);
     }
     // The last block to finish tells the sender its buffer is free (its reads are done: every
     // thread has its bytes before the block syncs), and advances the count for the next recv.
@@ -220,8 +221,8 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
 
   const std::uint64_t epoch = device::begin(comm);
   const auto kind = static_cast<int>(p.kind);
-  const bool rooted =
-      p.kind == MoveKind::kBroadcast || p.kind == MoveKind::kGather || p.kind == MoveKind::kScatter;
+  const bool rooted = p.kind == MoveKind::kBroadcast || p.kind == MoveKind::kGather ||
+                      p.kind == MoveKind::kGatherPush || p.kind == MoveKind::kScatter;
   check_args(comm, epoch,
              {.code = static_cast<std::uint32_t>(kind),
               .count = p.kind == MoveKind::kAllToAllv ? p.element_bytes : p.bytes,
@@ -234,6 +235,14 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
               .name = kCallNames[kind]},
              kEntryNames[kind]);
   const std::uint64_t entry = exchange_value(epoch, 0);
+  if (p.kind == MoveKind::kGatherPush && me == p.root && threadIdx.x == 0) {
+    // The members write into the root's dst, which only the root names: every block of the
+    // root tells them where it is before it meets them (the exchange orders the stores before
+    // their blocks' reads; all store the same offset).
+    const std::uint64_t at = ctx.offset_of(p.dst);
+    for (int k = 0; k < members; ++k)
+      if (k != me) *ctx.translate(&control->gather_dst, comm.world_rank(k)) = at;
+  }
   team_exchange(comm, channel, entry, kEntryNames[static_cast<int>(p.kind)]);
   const Slice s = slice_of(p.bytes, p.tile, c);
   switch (p.kind) {
@@ -314,6 +323,16 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
         }
       }
       break;
+    case MoveKind::kGatherPush: {
+      // Each member writes its part into the root's dst at part me (the root's own part is
+      // already there in place).
+      const bool root = me == p.root;
+      std::byte* out = (root ? p.dst : ctx.at<std::byte>(control->gather_dst, ctx.rank())) +
+                       static_cast<std::size_t>(me) * p.bytes;
+      if (!(root && out == p.src))
+        put<InFlight>(block, ctx, out + s.first, p.src + s.first, s.n, comm.world_rank(p.root));
+      break;
+    }
     case MoveKind::kScatter: {
       const std::byte* in = p.src + static_cast<std::size_t>(me) * p.bytes;
       if (!(me == p.root && p.dst == in))

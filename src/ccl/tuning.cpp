@@ -91,6 +91,7 @@ bool collective_has(Collective collective, Algorithm algorithm) {
     case Collective::kReduceScatter:
       return algorithm == Algorithm::kPull || algorithm == Algorithm::kRing;
     case Collective::kAllToAll:
+    case Collective::kGather:
       return algorithm == Algorithm::kPull || algorithm == Algorithm::kPush;
     default:
       return algorithm == Algorithm::kPull;
@@ -149,6 +150,10 @@ TuningTable TuningTable::defaults() {
   e.push_back(
       {.collective = Collective::kAllGather, .bytes_max = 16 << 20, .algorithm = Algorithm::kPush});
   e.push_back({.collective = Collective::kAllGather, .algorithm = Algorithm::kPull});
+  // gather: every member writes its own part into the root's output, so every member's blocks
+  // move bytes, where the pull leaves it all to the root's (half the GPU's blocks, at 2 ranks
+  // sharing one; over links the root's inbound bandwidth bounds both).
+  e.push_back({.collective = Collective::kGather, .algorithm = Algorithm::kPush});
   return TuningTable(std::move(e));
 }
 

@@ -250,6 +250,13 @@ TEST(CclTuning, DefaultsCoverAllReduceAndParseBack) {
   // The shipped table leaves reduce_scatter to its fallback (pull): the ring gains nothing
   // where ranks share one GPU's HBM, where it was measured.
   EXPECT_TRUE(table.candidates(Collective::kReduceScatter, 8, std::size_t{64} << 20).empty());
+  // gather pushes, at every size and team size.
+  for (int team : {2, 8})
+    for (std::size_t bytes : {std::size_t{1}, std::size_t{256} << 20}) {
+      auto gather = table.candidates(Collective::kGather, team, bytes);
+      ASSERT_FALSE(gather.empty());
+      EXPECT_EQ(gather[0]->algorithm, Algorithm::kPush);
+    }
 }
 
 TEST(CclTuning, RingReduceScatterEntriesParseAndPrint) {
@@ -292,6 +299,11 @@ TEST(CclTuning, ForcedAlgorithmsFromTheEnvironmentForm) {
   EXPECT_EQ(parse_forced_algorithms("all_to_all=push")[static_cast<int>(Collective::kAllToAll)],
             Algorithm::kPush);
   EXPECT_FALSE(collective_has(Collective::kAllToAllv, Algorithm::kPush));
+  // gather: pull and push; scatter only pulls.
+  EXPECT_EQ(parse_forced_algorithms("gather=push")[static_cast<int>(Collective::kGather)],
+            Algorithm::kPush);
+  EXPECT_FALSE(collective_has(Collective::kGather, Algorithm::kRing));
+  EXPECT_FALSE(collective_has(Collective::kScatter, Algorithm::kPush));
   EXPECT_EQ(to_string(Algorithm::kOneShotPull), "one_shot_pull");
   EXPECT_EQ(parse_algorithm("one_shot_pull"), Algorithm::kOneShotPull);
   EXPECT_EQ(to_string(Algorithm::kOneShotPush), "one_shot_push");

@@ -700,20 +700,31 @@ TEST(CclRooted, BroadcastGatherScatterEveryRootInAndOutOfPlace) {
                 break;
               }
           }
-          ++salt;
-          // gather: src == dst + index * bytes on every member when in place
-          {
+          // gather: src == dst + index * bytes on every member when in place; out of place,
+          // only the root names a dst (the push writes where the root says).
+          for (Algorithm algorithm : {Algorithm::kPull, Algorithm::kPush}) {
+            ++salt;
             std::byte* dst = arenas().b;
             std::byte* src = in_place ? dst + me * bytes : arenas().a;
             poison(dst, n * bytes);
             fill_bytes(src, context().rank() + 1000 * salt, bytes);
-            comm->gather(dst, src, bytes, root, nullptr);
+            comm->gather(in_place || me == root ? dst : nullptr, src, bytes, root, nullptr,
+                         {.algorithm = algorithm});
             const auto got = download(dst, n * bytes);
+            const char* how = algorithm == Algorithm::kPush ? " push" : " pull";
             if (me == root) {
               for (std::size_t j = 0; j < n * bytes; ++j)
                 if (got[j] != std::byte{byte_of(ranks[j / bytes] + 1000 * salt, j % bytes)}) {
-                  ADD_FAILURE() << "gather root " << root << " bytes " << bytes
+                  ADD_FAILURE() << "gather" << how << " root " << root << " bytes " << bytes
                                 << (in_place ? " in place" : "") << " byte " << j;
+                  break;
+                }
+            } else if (!in_place) {
+              // A member's own dst is not the gather's: it stays as it was.
+              for (std::size_t j = 0; j < n * bytes; ++j)
+                if (got[j] != std::byte{kPoison}) {
+                  ADD_FAILURE() << "gather" << how << " root " << root << " bytes " << bytes
+                                << " wrote a non-root's dst at byte " << j;
                   break;
                 }
             }

@@ -74,12 +74,13 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
                             Algorithm::kTwoShot, Algorithm::kTwoShotPackets};
     const Algorithm ag[] = {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing};
     const Algorithm rs[] = {Algorithm::kPull, Algorithm::kRing};
-    const Algorithm a2a[] = {Algorithm::kPull, Algorithm::kPush};
+    const Algorithm pull_push[] = {Algorithm::kPull, Algorithm::kPush};  // all_to_all, gather
     call.algorithm = call.kind == Kind::kAllReduce       ? ar[rng() % 5]
                      : call.kind == Kind::kAllGather     ? ag[rng() % 3]
                      : call.kind == Kind::kReduceScatter ? rs[rng() % 2]
-                     : call.kind == Kind::kAllToAll      ? a2a[rng() % 2]
-                                                         : Algorithm::kAuto;
+                     : call.kind == Kind::kAllToAll || call.kind == Kind::kGather
+                         ? pull_push[rng() % 2]
+                         : Algorithm::kAuto;
     call.root = static_cast<int>(rng() % n);
     call.in = in;
     call.out = out;
@@ -125,7 +126,7 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
         comm.reduce(dst, src, call.count, call.op, call.root, nullptr);
         break;
       case Kind::kGather:
-        comm.gather(dst, src, call.count, call.root, nullptr);
+        comm.gather(dst, src, call.count, call.root, nullptr, {.algorithm = call.algorithm});
         break;
       case Kind::kScatter:
         comm.scatter(dst, src, call.count, call.root, nullptr);

@@ -179,7 +179,9 @@ class Communicator {
   void broadcast_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
                        const Options& options = {});
   /// On the root: part k of dst = member k's src. In place: src == dst + index() * bytes on
-  /// every member (dst then names the same allocation everywhere).
+  /// every member (dst then names the same allocation everywhere); out of place, only the
+  /// root's dst is used (the others may pass any pointer). kPush (the shipped choice): each
+  /// member writes its part into the root's dst; kPull: the root reads every part.
   void gather_bytes(void* dst, const void* src, std::size_t bytes, int root, cudaStream_t stream,
                     const Options& options = {});
   /// dst = part index() of the root's src. In place on the root: dst == src + root * bytes.

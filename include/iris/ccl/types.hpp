@@ -60,7 +60,8 @@ enum class Algorithm : int {
   /// Movement and reduce_scatter: each rank reads what it needs from peers.
   kPull,
   /// all_gather: each rank writes its part into every rank's output; all_to_all: each rank
-  /// writes part k of its input into member k's output.
+  /// writes part k of its input into member k's output; gather: each rank writes its part
+  /// into the root's output (every member's blocks move data, not the root's alone).
   kPush,
   /// all_gather, pipelined: in step s (of size - 1) each rank pulls from its left neighbour the
   /// part that neighbour received in step s - 1 (its own in step 0), so every rank reads from
