@@ -72,8 +72,9 @@ enum class MoveKind : int {
   kAllGather2d,
   kAllGatherRing,
   kAllToAllPush,
-  kGatherPush,
+  kGatherPush,  ///< the last: kMoveKinds below counts through it
 };
+inline constexpr int kMoveKinds = static_cast<int>(MoveKind::kGatherPush) + 1;
 
 struct MoveParams {
   device::Communicator comm;

@@ -1,9 +1,11 @@
 // The movement collectives' kernels (bytes only): all_gather, all_to_all(v), broadcast, gather,
-// scatter, send, recv in one kernel, the collective chosen at run time; block c moves slice c of
+// scatter, send, recv, one kernel per collective from one template; block c moves slice c of
 // every part it handles and meets block c of the other members before (their buffers are ready)
 // and after (everyone is done with them). The barrier has a kernel of its own.
 #include <algorithm>
+#include <array>
 #include <string>
+#include <utility>
 
 #include "ccl/launch.hpp"
 #include "iris/ccl/detail/args.hpp"
@@ -130,8 +132,8 @@ __device__ const char* const kCallNames[] = {
 
 /// Whether the call is in place, as each collective defines it (scatter: on the root only, so
 /// not compared).
-IRIS_DEVICE_FN IRIS_FORCEINLINE bool in_place_call(const MoveParams& p, int me) {
-  switch (p.kind) {
+IRIS_DEVICE_FN IRIS_FORCEINLINE bool in_place_call(MoveKind kind, const MoveParams& p, int me) {
+  switch (kind) {
     case MoveKind::kAllGatherPull:
     case MoveKind::kAllGatherPush:
     case MoveKind::kAllGatherRing:
@@ -147,9 +149,11 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool in_place_call(const MoveParams& p, int me) 
   }
 }
 
-/// `InFlight`: 16-byte vectors each thread keeps in flight while it moves bytes (MoveParams::
-/// in_flight); the 2-D path keeps the device API's default.
-template <int InFlight>
+/// `Kind`: the collective (MoveParams::kind), one kernel each, so that each gets the registers
+/// its own path needs, not the largest path's: fewer registers, more resident blocks, and so a
+/// larger SM budget. `InFlight`: 16-byte vectors each thread keeps in flight while it moves
+/// bytes (MoveParams::in_flight); the 2-D path keeps the device API's default.
+template <MoveKind Kind, int InFlight>
 __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant__ MoveParams p) {
   const device::Communicator& comm = p.comm;
   const auto& ctx = comm.ctx;
@@ -160,8 +164,8 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
   const int members = comm.team.size;
   Control* control = detail::control(comm);
 
-  if (p.kind == MoveKind::kSend || p.kind == MoveKind::kRecv) {
-    const bool sending = p.kind == MoveKind::kSend;
+  if constexpr (Kind == MoveKind::kSend || Kind == MoveKind::kRecv) {
+    const bool sending = Kind == MoveKind::kSend;
     EpochCounter* counter = sending ? &control->send[p.peer] : &control->recv[p.peer];
     const std::uint64_t seq = epoch_begin(counter);
     const int self = ctx.rank();
@@ -220,22 +224,22 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
   }
 
   const std::uint64_t epoch = device::begin(comm);
-  const auto kind = static_cast<int>(p.kind);
-  const bool rooted = p.kind == MoveKind::kBroadcast || p.kind == MoveKind::kGather ||
-                      p.kind == MoveKind::kGatherPush || p.kind == MoveKind::kScatter;
+  const auto kind = static_cast<int>(Kind);
+  const bool rooted = Kind == MoveKind::kBroadcast || Kind == MoveKind::kGather ||
+                      Kind == MoveKind::kGatherPush || Kind == MoveKind::kScatter;
   check_args(comm, epoch,
              {.code = static_cast<std::uint32_t>(kind),
-              .count = p.kind == MoveKind::kAllToAllv ? p.element_bytes : p.bytes,
-              .count_name = p.kind == MoveKind::kAllGather2d ? "row bytes" : "bytes",
-              .rows = p.kind == MoveKind::kAllGather2d ? p.rows : 0,
+              .count = Kind == MoveKind::kAllToAllv ? p.element_bytes : p.bytes,
+              .count_name = Kind == MoveKind::kAllGather2d ? "row bytes" : "bytes",
+              .rows = Kind == MoveKind::kAllGather2d ? p.rows : 0,
               .type = 0,
               .op = 0,
               .root = rooted ? static_cast<std::uint32_t>(p.root) : 0u,
-              .in_place = in_place_call(p, me),
+              .in_place = in_place_call(Kind, p, me),
               .name = kCallNames[kind]},
              kEntryNames[kind]);
   const std::uint64_t entry = exchange_value(epoch, 0);
-  if (p.kind == MoveKind::kGatherPush && me == p.root && threadIdx.x == 0) {
+  if (Kind == MoveKind::kGatherPush && me == p.root && threadIdx.x == 0) {
     // The members write into the root's dst, which only the root names: every block of the
     // root tells them where it is before it meets them (the exchange orders the stores before
     // their blocks' reads; all store the same offset).
@@ -243,9 +247,9 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
     for (int k = 0; k < members; ++k)
       if (k != me) *ctx.translate(&control->gather_dst, comm.world_rank(k)) = at;
   }
-  team_exchange(comm, channel, entry, kEntryNames[static_cast<int>(p.kind)]);
+  team_exchange(comm, channel, entry, kEntryNames[static_cast<int>(Kind)]);
   const Slice s = slice_of(p.bytes, p.tile, c);
-  switch (p.kind) {
+  switch (Kind) {
     case MoveKind::kAllGatherPull: {
       // In place (on every member), member k's part is already at dst + k * bytes there.
       const bool in_place = p.src == p.dst + static_cast<std::size_t>(me) * p.bytes;
@@ -345,7 +349,7 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
       using iris::device::tile_view;
       const std::size_t r0 = static_cast<std::size_t>(c) * p.tile;
       const std::size_t rows = r0 < p.rows ? (p.rows - r0 < p.tile ? p.rows - r0 : p.tile) : 0;
-      const bool in_place = in_place_call(p, me);
+      const bool in_place = in_place_call(Kind, p, me);
       for (int j = 0; j < members && rows > 0; ++j) {
         const int k = (me + j) % members;
         if (in_place && k == me) continue;
@@ -362,8 +366,23 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
     case MoveKind::kRecv:
       break;
   }
-  team_exchange(comm, channel, entry + 1, kExitNames[static_cast<int>(p.kind)]);
+  team_exchange(comm, channel, entry + 1, kExitNames[static_cast<int>(Kind)]);
   device::end(comm, epoch);
+}
+
+using MoveKernel = void (*)(MoveParams);
+
+template <int InFlight, int... Kinds>
+constexpr std::array<MoveKernel, sizeof...(Kinds)> move_kernels(
+    std::integer_sequence<int, Kinds...>) {
+  return {&move_kernel<static_cast<MoveKind>(Kinds), InFlight>...};
+}
+
+/// The movement kernel of `kind` with `in_flight` (4 or 8) vectors in flight per thread.
+MoveKernel move_kernel_of(MoveKind kind, int in_flight) {
+  static constexpr auto four = move_kernels<4>(std::make_integer_sequence<int, kMoveKinds>{});
+  static constexpr auto eight = move_kernels<8>(std::make_integer_sequence<int, kMoveKinds>{});
+  return (in_flight == 4 ? four : eight)[static_cast<int>(kind)];
 }
 
 /// The barrier collective: one warp meets every member on channel 0, as Context::device_barrier
@@ -390,14 +409,10 @@ __global__ void __launch_bounds__(32)
 }  // namespace
 
 void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t stream) {
-  if (params.in_flight == 4) {
-    move_kernel<4><<<blocks, threads, 0, stream>>>(params);
-  } else if (params.in_flight == 8) {
-    move_kernel<8><<<blocks, threads, 0, stream>>>(params);
-  } else {
+  if (params.in_flight != 4 && params.in_flight != 8)
     throw Error(Errc::kInvalidArgument, "iris::ccl: movement vectors in flight " +
                                             std::to_string(params.in_flight) + " is not 4 or 8");
-  }
+  move_kernel_of(params.kind, params.in_flight)<<<blocks, threads, 0, stream>>>(params);
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -408,11 +423,15 @@ void launch_barrier(const device::Communicator& comm, cudaStream_t stream) {
 
 int resident_move_blocks(int threads) {
   int fewest = 1 << 30;
-  for (const void* kernel : {reinterpret_cast<const void*>(&move_kernel<4>),
-                             reinterpret_cast<const void*>(&move_kernel<8>)}) {
-    int n = 0;
-    IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
-    fewest = std::min(fewest, n);
+  for (int kind = 0; kind < kMoveKinds; ++kind) {
+    if (static_cast<MoveKind>(kind) == MoveKind::kBarrier) continue;
+    for (int in_flight : {4, 8}) {
+      int n = 0;
+      IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &n, reinterpret_cast<const void*>(move_kernel_of(static_cast<MoveKind>(kind), in_flight)),
+          threads, 0));
+      fewest = std::min(fewest, n);
+    }
   }
   return fewest;
 }
