@@ -9,7 +9,8 @@
 //                                   [--collectives all_reduce,all_gather] (comma-separated)
 //                                   [--threads 256] (CommunicatorOptions::threads)
 //                                   [--max-blocks 0] (CommunicatorOptions::max_blocks)
-//                                   [--calls 20] (calls per sample and per graph up to 1 MiB)
+//                                   [--calls 20] (calls per sample and per graph up to 1 MiB;
+//                                   4 above, for the memcpy too)
 //
 // Collectives (root 0 where there is one; reductions: float sums): all_reduce, reduce_scatter,
 // reduce, all_gather, all_to_all, all_to_allv (equal counts, so it compares with all_to_all),
@@ -68,6 +69,9 @@
 #include "report.hpp"
 
 namespace {
+
+/// Calls per sample above 1 MiB (the memcpy's and every collective's).
+constexpr int kLargeCalls = 4;
 
 using iris::ccl::Algorithm;
 using iris::ccl::Collective;
@@ -618,15 +622,20 @@ int main(int argc, char** argv) {
             iris::bench::sum_over_ranks(ctx.bootstrap(), span * parts)};
   };
 
+  // Calls of `size` bytes back to back in one sample (and one graph), for the collectives and
+  // the memcpy alike, as nccl-tests times a loop of calls: a sample's start (the ranks leave
+  // the barrier before it at slightly different times) then weighs the same on both.
+  const auto calls_per_sample = [&](std::size_t size) {
+    return size <= (std::size_t{1} << 20) ? small_calls : kLargeCalls;
+  };
+
   // The median time of one call that `enqueue_one` queues on `stream` (`size` bytes: how many
   // calls a sample takes), eager or replayed from a graph of a sample's calls; the slowest rank's.
   auto timed = [&](auto&& enqueue_one, std::size_t size, bool graph) {
     example::Repeats repeats;
     repeats.samples = samples;
     repeats.warmup = 2;
-    repeats.calls_per_sample = size <= (std::size_t{1} << 20)    ? small_calls
-                               : size <= (std::size_t{64} << 20) ? 4
-                                                                 : 1;
+    repeats.calls_per_sample = calls_per_sample(size);
     double ms = 0;
     if (!graph) {
       ms = example::summarize(
@@ -673,7 +682,7 @@ int main(int argc, char** argv) {
     if (leader) {
       example::Repeats r;
       r.samples = samples;
-      r.calls_per_sample = sizes[i] <= (std::size_t{1} << 20) ? 20 : 2;
+      r.calls_per_sample = calls_per_sample(sizes[i]);
       ms = example::median_ms(stream, r, [&](long) {
         IRIS_CUDA_CHECK(cudaMemcpyAsync(b, a, sizes[i], cudaMemcpyDeviceToDevice, stream));
       });
@@ -852,7 +861,8 @@ int main(int argc, char** argv) {
         ", SM budget " + std::to_string(comm.max_blocks(Collective::kAllReduce)) +
         " blocks (reducing), " + std::to_string(comm.max_blocks(Collective::kAllGather)) +
         " (moving), " + std::to_string(comm_options.threads) + " threads per block, " +
-        std::to_string(small_calls) + " calls per sample up to 1 MiB; " + nccl_note;
+        std::to_string(small_calls) + " calls per sample up to 1 MiB, " +
+        std::to_string(kLargeCalls) + " above; " + nccl_note;
     iris::bench::report("ccl_bench: collectives (" + std::to_string(n) + " ranks)", rows, json,
                         note, csv);
     iris::bench::report("ccl_bench: cudaMemcpy D2D ceiling (read + write bytes)", ceiling,
