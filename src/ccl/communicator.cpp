@@ -176,10 +176,10 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   }
 
   if (auto vectors = env::get(detail::kMoveVectorsEnv)) {
-    if (*vectors != "4" && *vectors != "8" && *vectors != "16")
+    if (*vectors != "4" && *vectors != "8")
       throw Error(Errc::kInvalidArgument, std::string(detail::kMoveVectorsEnv) + ": \"" +
-                                              std::string(*vectors) + "\" is not 4, 8 or 16");
-    s.move_in_flight = std::stoi(std::string(*vectors));
+                                              std::string(*vectors) + "\" is not 4 or 8");
+    s.move_in_flight = *vectors == "4" ? 4 : 8;
   }
 
   // The SM budget, per kind of kernel: half the blocks of that kernel the GPU holds at once

@@ -378,13 +378,11 @@ constexpr std::array<MoveKernel, sizeof...(Kinds)> move_kernels(
   return {&move_kernel<static_cast<MoveKind>(Kinds), InFlight>...};
 }
 
-/// The movement kernel of `kind` with `in_flight` (4, 8 or 16) vectors in flight per thread.
+/// The movement kernel of `kind` with `in_flight` (4 or 8) vectors in flight per thread.
 MoveKernel move_kernel_of(MoveKind kind, int in_flight) {
-  using Kinds = std::make_integer_sequence<int, kMoveKinds>;
-  static constexpr auto four = move_kernels<4>(Kinds{});
-  static constexpr auto eight = move_kernels<8>(Kinds{});
-  static constexpr auto sixteen = move_kernels<16>(Kinds{});
-  return (in_flight == 4 ? four : in_flight == 8 ? eight : sixteen)[static_cast<int>(kind)];
+  static constexpr auto four = move_kernels<4>(std::make_integer_sequence<int, kMoveKinds>{});
+  static constexpr auto eight = move_kernels<8>(std::make_integer_sequence<int, kMoveKinds>{});
+  return (in_flight == 4 ? four : eight)[static_cast<int>(kind)];
 }
 
 /// The barrier collective: one warp meets every member on channel 0, as Context::device_barrier
@@ -411,10 +409,9 @@ __global__ void __launch_bounds__(32)
 }  // namespace
 
 void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t stream) {
-  if (params.in_flight != 4 && params.in_flight != 8 && params.in_flight != 16)
+  if (params.in_flight != 4 && params.in_flight != 8)
     throw Error(Errc::kInvalidArgument, "iris::ccl: movement vectors in flight " +
-                                            std::to_string(params.in_flight) +
-                                            " is not 4, 8 or 16");
+                                            std::to_string(params.in_flight) + " is not 4 or 8");
   move_kernel_of(params.kind, params.in_flight)<<<blocks, threads, 0, stream>>>(params);
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
@@ -428,7 +425,7 @@ int resident_move_blocks(int threads) {
   int fewest = 1 << 30;
   for (int kind = 0; kind < kMoveKinds; ++kind) {
     if (static_cast<MoveKind>(kind) == MoveKind::kBarrier) continue;
-    for (int in_flight : {4, 8, 16}) {
+    for (int in_flight : {4, 8}) {
       int n = 0;
       IRIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
           &n, reinterpret_cast<const void*>(move_kernel_of(static_cast<MoveKind>(kind), in_flight)),
