@@ -187,7 +187,8 @@ double hbm_bytes(Case k, double size, int n) {
           k.algorithm == Algorithm::kRing ? 3.0 * (n - 1) * size / n : size * (1.0 + 1.0 / n);
       break;
     case Collective::kReduce:
-      // The root reads every member's src and writes its dst; the others only meet.
+      // pull: the root reads every member's src and writes its dst; push: member k reads shard
+      // k of every member's src and writes it into the root's dst. The same bytes in all.
       per_rank = (n + 1.0) * size / n;
       break;
     case Collective::kGather:
@@ -375,6 +376,7 @@ int main(int argc, char** argv) {
                              {Collective::kAllToAllv, Algorithm::kPull},
                              {Collective::kBroadcast, Algorithm::kPull},
                              {Collective::kReduce, Algorithm::kPull},
+                             {Collective::kReduce, Algorithm::kPush},
                              {Collective::kGather, Algorithm::kPull},
                              {Collective::kGather, Algorithm::kPush},
                              {Collective::kScatter, Algorithm::kPull},

@@ -459,17 +459,24 @@ void Communicator::reduce(void* dst, const void* src, std::size_t count, DataTyp
                            "in place means dst == src");
   }
   const Plan plan = s.plan(Collective::kReduce, bytes, options, dst == src, kCall);
+  const bool push = plan.algorithm == Algorithm::kPush;
   detail::ReduceParams p{};
   p.comm = s.handle();
-  p.kind = detail::ReduceKind::kReduce;
+  p.kind = push ? detail::ReduceKind::kReducePush : detail::ReduceKind::kReduce;
   p.op = op;
   p.dst = dst;
   p.src = src;
   p.count = count;
   p.root = root;
-  p.tile = round_up(ceil_div(count, plan.blocks), 256 / es);
+  // The push: every member reduces one shard, whose starts stay 16-byte aligned (the kernel's
+  // detail::shard_of), its blocks a tile each; shard 0 is the largest.
+  const std::size_t per_member =
+      push ? std::min(count,
+                      round_up(ceil_div(count, static_cast<std::size_t>(s.team.size)), 16 / es))
+           : count;
+  p.tile = round_up(ceil_div(per_member, plan.blocks), 256 / es);
   s.make_current();
-  detail::launch_reduce(p, type, static_cast<int>(ceil_div(count, p.tile)), s.options.threads,
+  detail::launch_reduce(p, type, static_cast<int>(ceil_div(per_member, p.tile)), s.options.threads,
                         stream);
 }
 

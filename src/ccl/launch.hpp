@@ -27,6 +27,7 @@ enum class ReduceKind : int {
   kReduceScatter,
   kReduce,
   kReduceScatterRing,
+  kReducePush,  ///< reduce: member k reduces shard k of the elements into the root's dst
 };
 
 struct ReduceParams {

@@ -239,14 +239,7 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
               .name = kCallNames[kind]},
              kEntryNames[kind]);
   const std::uint64_t entry = exchange_value(epoch, 0);
-  if (Kind == MoveKind::kGatherPush && me == p.root && threadIdx.x == 0) {
-    // The members write into the root's dst, which only the root names: every block of the
-    // root tells them where it is before it meets them (the exchange orders the stores before
-    // their blocks' reads; all store the same offset).
-    const std::uint64_t at = ctx.offset_of(p.dst);
-    for (int k = 0; k < members; ++k)
-      if (k != me) *ctx.translate(&control->gather_dst, comm.world_rank(k)) = at;
-  }
+  if constexpr (Kind == MoveKind::kGatherPush) publish_root_dst(comm, p.root, p.dst);
   team_exchange(comm, channel, entry, kEntryNames[static_cast<int>(Kind)]);
   const Slice s = slice_of(p.bytes, p.tile, c);
   switch (Kind) {
@@ -330,10 +323,8 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
     case MoveKind::kGatherPush: {
       // Each member writes its part into the root's dst at part me (the root's own part is
       // already there in place).
-      const bool root = me == p.root;
-      std::byte* out = (root ? p.dst : ctx.at<std::byte>(control->gather_dst, ctx.rank())) +
-                       static_cast<std::size_t>(me) * p.bytes;
-      if (!(root && out == p.src))
+      std::byte* out = root_dst(comm, p.root, p.dst) + static_cast<std::size_t>(me) * p.bytes;
+      if (!(me == p.root && out == p.src))
         put<InFlight>(block, ctx, out + s.first, p.src + s.first, s.n, comm.world_rank(p.root));
       break;
     }

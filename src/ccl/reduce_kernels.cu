@@ -39,10 +39,12 @@ constexpr std::uint32_t kPacketCode = 32;
 // clang-format off
 __device__ const char* const kReduceNames[] = {"ccl all_reduce", "ccl all_reduce",
                                                "ccl all_reduce", "ccl reduce_scatter",
-                                               "ccl reduce", "ccl reduce_scatter"};
+                                               "ccl reduce", "ccl reduce_scatter",
+                                               "ccl reduce"};
 __device__ const char* const kReduceEntryNames[] = {
     "ccl all_reduce (entry)", "ccl all_reduce (push)", "ccl all_reduce (entry)",
-    "ccl reduce_scatter (entry)", "ccl reduce (entry)", "ccl reduce_scatter(ring) entry"};
+    "ccl reduce_scatter (entry)", "ccl reduce (entry)", "ccl reduce_scatter(ring) entry",
+    "ccl reduce(push) entry"};
 // clang-format on
 
 /// The block writes src[0, n) to `row` (a symmetric address) on every other team member, each
@@ -97,15 +99,16 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE ReduceCall begin_reduce(const ReduceParams& p) {
   // In place as each call defines it (reduce: the root's dst only matters, so not compared).
   const bool scatter =
       p.kind == ReduceKind::kReduceScatter || p.kind == ReduceKind::kReduceScatterRing;
+  const bool rooted = p.kind == ReduceKind::kReduce || p.kind == ReduceKind::kReducePush;
   const bool in_place = scatter ? dst == src + static_cast<std::size_t>(comm.index) * p.count
-                                : (p.kind != ReduceKind::kReduce && dst == src);
+                                : (!rooted && dst == src);
   check_args(comm, c.epoch,
              {.code = kReduceCodes + static_cast<std::uint32_t>(kind),
               .count = p.count,
               .count_name = "count",
               .type = type_code<T>(),
               .op = 1 + static_cast<std::uint32_t>(p.op),
-              .root = p.kind == ReduceKind::kReduce ? static_cast<std::uint32_t>(p.root) : 0u,
+              .root = rooted ? static_cast<std::uint32_t>(p.root) : 0u,
               .in_place = in_place,
               .name = kReduceNames[kind]},
              kReduceEntryNames[kind]);
@@ -164,6 +167,24 @@ __global__ void __launch_bounds__(kMaxThreads)
       team_exchange(comm, channel, entry, "ccl reduce (entry)");
       if (comm.index == p.root) reduce_span(comm, dst + first, false, src + first, n, p.op);
       team_exchange(comm, channel, entry + 1, "ccl reduce (exit)");
+      break;
+    }
+    case ReduceKind::kReducePush: {
+      // Member k reduces shard k of the elements (shard_of: p.tile elements a block) from every
+      // member's src, in team order, and stores the result in the root's dst: every member's
+      // blocks reduce, where the pull leaves all of it to the root's.
+      const std::uint64_t entry = exchange_value(epoch, 0);
+      publish_root_dst(comm, p.root, dst);
+      team_exchange(comm, channel, entry,
+                    kReduceEntryNames[static_cast<int>(ReduceKind::kReducePush)]);
+      std::size_t shard = 0, shard_end = 0;
+      shard_of<T>(p.count, comm.team.size, comm.index, shard, shard_end);
+      const std::size_t at = shard + first;
+      if (at < shard_end) {
+        T* out = comm.ctx.translate(root_dst(comm, p.root, dst), comm.world_rank(p.root));
+        reduce_span(comm, out + at, false, src + at, n < shard_end - at ? n : shard_end - at, p.op);
+      }
+      team_exchange(comm, channel, entry + 1, "ccl reduce(push) exit");
       break;
     }
   }

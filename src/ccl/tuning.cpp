@@ -92,6 +92,7 @@ bool collective_has(Collective collective, Algorithm algorithm) {
       return algorithm == Algorithm::kPull || algorithm == Algorithm::kRing;
     case Collective::kAllToAll:
     case Collective::kGather:
+    case Collective::kReduce:
       return algorithm == Algorithm::kPull || algorithm == Algorithm::kPush;
     default:
       return algorithm == Algorithm::kPull;
@@ -154,6 +155,8 @@ TuningTable TuningTable::defaults() {
   // move bytes, where the pull leaves it all to the root's (half the GPU's blocks, at 2 ranks
   // sharing one; over links the root's inbound bandwidth bounds both).
   e.push_back({.collective = Collective::kGather, .algorithm = Algorithm::kPush});
+  // reduce: the same for the reduction, every member reducing a shard into the root's output.
+  e.push_back({.collective = Collective::kReduce, .algorithm = Algorithm::kPush});
   return TuningTable(std::move(e));
 }
 

@@ -250,13 +250,14 @@ TEST(CclTuning, DefaultsCoverAllReduceAndParseBack) {
   // The shipped table leaves reduce_scatter to its fallback (pull): the ring gains nothing
   // where ranks share one GPU's HBM, where it was measured.
   EXPECT_TRUE(table.candidates(Collective::kReduceScatter, 8, std::size_t{64} << 20).empty());
-  // gather pushes, at every size and team size.
-  for (int team : {2, 8})
-    for (std::size_t bytes : {std::size_t{1}, std::size_t{256} << 20}) {
-      auto gather = table.candidates(Collective::kGather, team, bytes);
-      ASSERT_FALSE(gather.empty());
-      EXPECT_EQ(gather[0]->algorithm, Algorithm::kPush);
-    }
+  // gather and reduce push, at every size and team size.
+  for (Collective c : {Collective::kGather, Collective::kReduce})
+    for (int team : {2, 8})
+      for (std::size_t bytes : {std::size_t{1}, std::size_t{256} << 20}) {
+        auto rooted = table.candidates(c, team, bytes);
+        ASSERT_FALSE(rooted.empty()) << to_string(c);
+        EXPECT_EQ(rooted[0]->algorithm, Algorithm::kPush) << to_string(c);
+      }
 }
 
 TEST(CclTuning, RingReduceScatterEntriesParseAndPrint) {
@@ -295,6 +296,10 @@ TEST(CclTuning, ForcedAlgorithmsFromTheEnvironmentForm) {
   EXPECT_TRUE(collective_has(Collective::kReduceScatter, Algorithm::kPull));
   EXPECT_FALSE(collective_has(Collective::kReduceScatter, Algorithm::kTwoShot));
   EXPECT_FALSE(collective_has(Collective::kReduce, Algorithm::kRing));
+  // reduce: pull and push.
+  EXPECT_EQ(parse_forced_algorithms("reduce=push")[static_cast<int>(Collective::kReduce)],
+            Algorithm::kPush);
+  EXPECT_TRUE(collective_has(Collective::kReduce, Algorithm::kPull));
   // all_to_all: pull and push; all_to_allv only pulls.
   EXPECT_EQ(parse_forced_algorithms("all_to_all=push")[static_cast<int>(Collective::kAllToAll)],
             Algorithm::kPush);

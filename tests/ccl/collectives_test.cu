@@ -389,36 +389,67 @@ TEST(CclReduceScatter, RingNeedsStaging) {
   EXPECT_THROW(iris::ccl::Communicator(context(), {.staging_bytes = 100}), iris::Error);
 }
 
+/// reduce to `root` by `algorithm`, `misalign` elements past the arenas' starts. Out of place the
+/// members other than the root pass a null dst (the push finds the root's on its own), and their
+/// arena b must stay poisoned; in place (dst == src on every member) their src must stay their
+/// input: only the root's dst is written.
 template <class T>
-void check_reduce(iris::ccl::Communicator& comm, ReduceOp op, std::size_t count, int root) {
+void check_reduce(iris::ccl::Communicator& comm, Algorithm algorithm, ReduceOp op,
+                  std::size_t count, int root, bool in_place, std::size_t misalign = 0) {
   const int rank = context().rank();
-  T* src = reinterpret_cast<T*>(arenas().a);
-  T* dst = reinterpret_cast<T*>(arenas().b);
-  poison(dst, count * sizeof(T));
+  const bool is_root = comm.index() == root;
+  T* src = reinterpret_cast<T*>(arenas().a) + misalign;
+  T* out = reinterpret_cast<T*>(arenas().b) + misalign;
+  T* dst = in_place ? src : out;
+  poison(out, count * sizeof(T));
   fill_input(src, op, rank, count);
-  comm.reduce(dst, src, count, op, root, nullptr);
-  const auto bytes = download(dst, count * sizeof(T));
+  comm.reduce(is_root || in_place ? dst : nullptr, src, count, op, root, nullptr,
+              {.algorithm = algorithm});
+  const auto bytes = download(is_root || !in_place ? dst : src, count * sizeof(T));
   const T* got = reinterpret_cast<const T*>(bytes.data());
   const auto ranks = members(comm);
   for (std::size_t i = 0; i < count; ++i) {
-    const bool ok = comm.index() == root ? same_bits(got[i], expected<T>(op, ranks, i))
-                                         : bytes[i * sizeof(T)] == std::byte{kPoison};
+    const bool ok = is_root    ? same_bits(got[i], expected<T>(op, ranks, i))
+                    : in_place ? same_bits(got[i], make<T>(op, rank, i))
+                               : bytes[i * sizeof(T)] == std::byte{kPoison};
     if (!ok) {
-      ADD_FAILURE() << where("reduce", type_name(T{}), op, Algorithm::kPull, count, false, i)
-                    << " (root " << root << ")";
+      ADD_FAILURE() << where("reduce", type_name(T{}), op, algorithm, count, in_place, i)
+                    << " (root " << root << ", misaligned by " << misalign << ", "
+                    << (is_root    ? "the root's result"
+                        : in_place ? "a member's input"
+                                   : "a member's dst")
+                    << ")";
       return;
     }
   }
 }
 
-TEST(CclReduce, EveryTypeOpAndRoot) {
+TEST(CclReduce, PullPushEveryTypeOpAndRoot) {
   auto& comm = world();
-  for_each_type([&](auto t) {
-    using T = decltype(t);
-    for (ReduceOp op : kOps)
-      for (int root = 0; root < comm.size(); root += std::max(1, comm.size() - 1))
-        for (std::size_t count : {1, 4097}) check_reduce<T>(comm, op, count, root);
-  });
+  for (Algorithm algorithm : {Algorithm::kPull, Algorithm::kPush})
+    for_each_type([&](auto t) {
+      using T = decltype(t);
+      for (ReduceOp op : kOps)
+        for (int root = 0; root < comm.size(); root += std::max(1, comm.size() - 1))
+          for (std::size_t count : {1, 4097})
+            check_reduce<T>(comm, algorithm, op, count, root, false);
+    });
+}
+
+TEST(CclReduce, PullPushInPlaceMisalignedOddCountsAndSubset) {
+  for (iris::ccl::Communicator* comm : {&world(), halves()}) {
+    if (!comm) continue;
+    for (Algorithm algorithm : {Algorithm::kPull, Algorithm::kPush})
+      for (bool in_place : {false, true})
+        for (std::size_t count : {std::size_t{3}, std::size_t{1000}, std::size_t{262147}}) {
+          const int root = comm->size() - 1;
+          check_reduce<float>(*comm, algorithm, ReduceOp::kSum, count, root, in_place);
+          check_reduce<__half>(*comm, algorithm, ReduceOp::kMax, count, 0, in_place, 3);
+          check_reduce<std::int64_t>(*comm, algorithm, ReduceOp::kSum, count, root, in_place, 1);
+        }
+  }
+  // The shipped table's reduce is the push.
+  EXPECT_EQ(world().select(Collective::kReduce, std::size_t{64} << 20), Algorithm::kPush);
 }
 
 /// Byte j of world rank r's movement input.

@@ -74,13 +74,15 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
                             Algorithm::kTwoShot, Algorithm::kTwoShotPackets};
     const Algorithm ag[] = {Algorithm::kPull, Algorithm::kPush, Algorithm::kRing};
     const Algorithm rs[] = {Algorithm::kPull, Algorithm::kRing};
-    const Algorithm pull_push[] = {Algorithm::kPull, Algorithm::kPush};  // all_to_all, gather
-    call.algorithm = call.kind == Kind::kAllReduce       ? ar[rng() % 5]
-                     : call.kind == Kind::kAllGather     ? ag[rng() % 3]
-                     : call.kind == Kind::kReduceScatter ? rs[rng() % 2]
-                     : call.kind == Kind::kAllToAll || call.kind == Kind::kGather
-                         ? pull_push[rng() % 2]
-                         : Algorithm::kAuto;
+    // all_to_all, gather, reduce
+    const Algorithm pull_push[] = {Algorithm::kPull, Algorithm::kPush};
+    call.algorithm =
+        call.kind == Kind::kAllReduce       ? ar[rng() % 5]
+        : call.kind == Kind::kAllGather     ? ag[rng() % 3]
+        : call.kind == Kind::kReduceScatter ? rs[rng() % 2]
+        : call.kind == Kind::kAllToAll || call.kind == Kind::kGather || call.kind == Kind::kReduce
+            ? pull_push[rng() % 2]
+            : Algorithm::kAuto;
     call.root = static_cast<int>(rng() % n);
     call.in = in;
     call.out = out;
@@ -123,7 +125,8 @@ TEST(CclStress, TenThousandRandomCollectivesBackToBackNoHostSync) {
         comm.all_to_all(dst, src, call.count, nullptr, {.algorithm = call.algorithm});
         break;
       case Kind::kReduce:
-        comm.reduce(dst, src, call.count, call.op, call.root, nullptr);
+        comm.reduce(dst, src, call.count, call.op, call.root, nullptr,
+                    {.algorithm = call.algorithm});
         break;
       case Kind::kGather:
         comm.gather(dst, src, call.count, call.root, nullptr, {.algorithm = call.algorithm});

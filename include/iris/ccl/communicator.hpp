@@ -142,7 +142,10 @@ class Communicator {
   ///                       {.algorithm = iris::ccl::Algorithm::kRing});
   void reduce_scatter(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op,
                       cudaStream_t stream, const Options& options = {});
-  /// On member `root` (a team index): dst = op over members of src. Others' dst is unused.
+  /// On member `root` (a team index): dst = op over members of src. Others' dst is unused (may
+  /// be null). kPull: the root reads every member's src and reduces all of it; kPush (the
+  /// default table's): member k reduces shard k from every member's src and writes it into the
+  /// root's dst, so every member's blocks reduce. The same team order either way.
   void reduce(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op, int root,
               cudaStream_t stream, const Options& options = {});
 

@@ -57,11 +57,14 @@ enum class Algorithm : int {
   /// 2 (n - 1) / n of the message stored per rank in packets against the one-shot's n - 1, for
   /// one more hop.
   kTwoShotPackets,
-  /// Movement and reduce_scatter: each rank reads what it needs from peers.
+  /// Movement, reduce_scatter and reduce: each rank reads what it needs from peers (reduce:
+  /// the root reads every member's input and reduces all of it).
   kPull,
   /// all_gather: each rank writes its part into every rank's output; all_to_all: each rank
   /// writes part k of its input into member k's output; gather: each rank writes its part
-  /// into the root's output (every member's blocks move data, not the root's alone).
+  /// into the root's output; reduce: rank k reduces shard k of every member's input and writes
+  /// it into the root's output (gather, reduce: every member's blocks work, not the root's
+  /// alone).
   kPush,
   /// all_gather, pipelined: in step s (of size - 1) each rank pulls from its left neighbour the
   /// part that neighbour received in step s - 1 (its own in step 0), so every rank reads from

@@ -85,6 +85,27 @@ IRIS_DEVICE_FN inline void team_exchange(const device::Communicator& comm, int c
               dd::Awaited::kChannelRank);
 }
 
+/// The rooted pushes (gather, reduce), where the members write into the root's dst, which only
+/// the root names: thread 0 of every block of the root stores dst's heap offset in each other
+/// member's Control::root_dst before the block's entry exchange, which orders the stores before
+/// the members' reads after theirs (every block stores the same offset). Call it on every rank;
+/// it does nothing on the others.
+IRIS_DEVICE_FN inline void publish_root_dst(const device::Communicator& comm, int root,
+                                            const void* dst) {
+  if (comm.index != root || threadIdx.x != 0) return;
+  Control* c = control(comm);
+  const std::uint64_t at = comm.ctx.offset_of(dst);
+  for (int k = 0; k < comm.team.size; ++k)
+    if (k != root) *comm.ctx.translate(&c->root_dst, comm.world_rank(k)) = at;
+}
+
+/// After the entry exchange: the root's dst as an address of this rank's heap (the same offset;
+/// translate it to the root, or let put() do so) — `dst` itself on the root.
+template <class T>
+IRIS_DEVICE_FN IRIS_FORCEINLINE T* root_dst(const device::Communicator& comm, int root, T* dst) {
+  return comm.index == root ? dst : comm.ctx.at<T>(control(comm)->root_dst, comm.ctx.rank());
+}
+
 /// One thread: announces `value` in `slot` on world rank `to` (release, system scope).
 IRIS_DEVICE_FN IRIS_FORCEINLINE void announce(const device::Communicator& comm, std::uint64_t* slot,
                                               std::uint64_t value, int to) {

@@ -2,7 +2,7 @@
 // communicator is made; the same offsets on every rank). Not public.
 //
 //   Control         counts of the team's collectives and of each send/recv pair, the send/recv
-//                   handshake's signals (see sync.hpp), the gather push's root offset, and the
+//                   handshake's signals (see sync.hpp), the rooted pushes' root offset, and the
 //                   argument check's packets (args.hpp)
 //   packets         packet slots of the all_reduces in packets, [parity][...]: the one-shot's
 //                   [sender][packet], the two-shot's results then contributions (below)
@@ -49,10 +49,11 @@ struct Control {
   /// With ready: heap offset and bytes of world rank r's send buffer.
   alignas(kLine) std::uint64_t send_offset[kMaxRanks];
   alignas(kLine) std::uint64_t send_bytes[kMaxRanks];
-  /// The gather by push: the heap offset of the root's dst, which the root writes here on every
-  /// member before it meets the team (one slot: a root's next call starts only once every
-  /// member's blocks have left the call before, and so have read it).
-  alignas(kLine) std::uint64_t gather_dst;
+  /// The rooted pushes (gather, reduce): the heap offset of the root's dst, which the root
+  /// writes here on every member before it meets the team (publish_root_dst, sync.hpp; one
+  /// slot: a root's next call starts only once every member's blocks have left the call
+  /// before, and so have read it).
+  alignas(kLine) std::uint64_t root_dst;
   /// args[parity][word]: with debug checks, member 0's description of its call (packets
   /// flagged with the epoch; see args.hpp), which every other member compares with its own.
   alignas(kLine) std::uint64_t args[2][3][kPacketBytes / 8];
