@@ -150,9 +150,9 @@ IRIS_DEVICE_FN IRIS_FORCEINLINE bool in_place_call(MoveKind kind, const MovePara
 }
 
 /// `Kind`: the collective (MoveParams::kind), one kernel each, so that each gets the registers
-/// its own path needs, not the largest path's: fewer registers, more resident blocks, and so a
-/// larger SM budget. `InFlight`: 16-byte vectors each thread keeps in flight while it moves
-/// bytes (MoveParams::in_flight); the 2-D path keeps the device API's default.
+/// its own path needs, not the largest path's (the SM budget still follows the largest:
+/// docs/ccl.md). `InFlight`: 16-byte vectors each thread keeps in flight while it moves bytes
+/// (MoveParams::in_flight); the 2-D path keeps the device API's default.
 template <MoveKind Kind, int InFlight>
 __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant__ MoveParams p) {
   const device::Communicator& comm = p.comm;
