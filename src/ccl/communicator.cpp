@@ -468,15 +468,14 @@ void Communicator::reduce(void* dst, const void* src, std::size_t count, DataTyp
   p.src = src;
   p.count = count;
   p.root = root;
-  // The push: every member reduces one shard, whose starts stay 16-byte aligned (the kernel's
-  // detail::shard_of), its blocks a tile each; shard 0 is the largest.
-  const std::size_t per_member =
-      push ? std::min(count,
-                      round_up(ceil_div(count, static_cast<std::size_t>(s.team.size)), 16 / es))
-           : count;
-  p.tile = round_up(ceil_div(per_member, plan.blocks), 256 / es);
+  // The push: member k reduces shard k (the last may be short or empty), whose start stays
+  // 16-byte aligned, its blocks a tile each.
+  p.shard = push ? std::min(count, round_up(ceil_div(count, static_cast<std::size_t>(s.team.size)),
+                                            16 / es))
+                 : count;
+  p.tile = round_up(ceil_div(p.shard, plan.blocks), 256 / es);
   s.make_current();
-  detail::launch_reduce(p, type, static_cast<int>(ceil_div(per_member, p.tile)), s.options.threads,
+  detail::launch_reduce(p, type, static_cast<int>(ceil_div(p.shard, p.tile)), s.options.threads,
                         stream);
 }
 
