@@ -75,6 +75,9 @@
 #   IRIS_GPU_CHECK_SANITIZERS=1|0  compute-sanitizer memcheck and racecheck in the tests phase.
 #                             Default: on with one GPU, off with several (they were run on one
 #                             GPU already) and in the quick pass.
+#   IRIS_GPU_CHECK_SANITIZE="GLOB ..."  the test binaries they run (default: the device API's,
+#                             the multi-rank ones and iris::ccl's: build/tests/gpu_device_api_test
+#                             build/tests/mp_*_test build/tests/ccl/ccl_*_test).
 #   IRIS_GPU_CHECK_MPS=1|0    MPS in the benchmark phases. Default: on with one GPU (the ranks
 #                             share it), off with several (one rank per GPU). The tests always
 #                             run under MPS. machine*.txt says what each phase had.
@@ -207,7 +210,7 @@ if [ "$gpus" -gt 1 ]; then
 else
   ccl_ranks="2 4 8" ops_ranks="2 4" norm_ranks="2 8" devapi_ranks="2 4 8" example_ranks="2 4"
   heap_ranks=8
-  ccl_args=(--max-bytes 256M --samples 5)       # what fits when 8 ranks share one GPU
+  ccl_args=(--max-bytes 1G --samples 5)         # 8 B to 1 GiB: 8 ranks' heaps take 17 GiB
   bench_mps=${IRIS_GPU_CHECK_MPS:-1}
   sanitizers=${IRIS_GPU_CHECK_SANITIZERS:-1}
   [ -z "${IRIS_GPU_CHECK_ONLY:-}" ] && [ "${IRIS_GPU_CHECK_BENCH:-1}" = 0 ] &&
@@ -401,17 +404,20 @@ phase_tests() {
   # single-process one, and each multi-rank one at two ranks with every rank under the tool (not
   # those that trap on purpose: their binaries do not end in _test).
   if [ "$sanitizers" = 1 ]; then
-    local tool test log launch
+    local tool test log launch rc
     for tool in memcheck racecheck; do
       log="$out/sanitizer-$tool.log"
       : >"$log"
-      for test in build/tests/gpu_device_api_test build/tests/mp_*_test build/tests/ccl/ccl_*_test; do
+      for test in ${IRIS_GPU_CHECK_SANITIZE:-build/tests/gpu_device_api_test build/tests/mp_*_test build/tests/ccl/ccl_*_test}; do
+        [ -x "$test" ] || { echo "compute-sanitizer: no test binary $test"; failed=1; continue; }
         launch=()
         [[ $test == */mp_* || $test == */ccl_* ]] && launch=(build/tools/iris-run -n 2 --timeout "$(limit 240)" --)
         echo "== $tool ${test##*/}" >>"$log"
         step "compute-sanitizer $tool ${test##*/}" timeout "$(limit 300)" "${launch[@]}" \
           compute-sanitizer --tool "$tool" --error-exitcode 9 "$test" >>"$log" 2>&1
-        echo "compute-sanitizer $tool ${test##*/}: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1))"
+        rc=$?
+        echo "compute-sanitizer $tool ${test##*/}: exit $rc ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1))"
+        [ "$rc" = 0 ] || failed=1
       done
     done
   fi
@@ -437,6 +443,14 @@ phase_ccl() {
         --csv "$json_dir/ccl_bench_n$n.csv"
     done
   fi
+  # With the ranks on one GPU: each run's large-message times split into a fixed cost per call
+  # and a streaming rate against cudaMemcpy (scripts/ccl_fit.py), into the log and the archive.
+  local fitted
+  for fitted in "$json_dir"/ccl_bench_n*.json; do
+    [[ -e $fitted.memcpy.json && $fitted != *.json.*.json ]] || continue
+    no_deadline=1 step "ccl_fit ${fitted##*/}" timeout 60 python3 scripts/ccl_fit.py "$fitted" \
+      --csv "${fitted%.json}.fit.csv" || echo "FAILED: ccl_fit ${fitted##*/}"
+  done
   # Plots of each run (busbw and time against size, one PNG per collective) into the archive.
   if python3 -c 'import matplotlib' 2>/dev/null; then
     mkdir -p "$json_dir/plots"

@@ -155,7 +155,11 @@ TuningTable TuningTable::defaults() {
   // move bytes, where the pull leaves it all to the root's (half the GPU's blocks, at 2 ranks
   // sharing one; over links the root's inbound bandwidth bounds both).
   e.push_back({.collective = Collective::kGather, .algorithm = Algorithm::kPush});
-  // reduce: the same for the reduction, every member reducing a shard into the root's output.
+  // reduce: the same for the reduction, every member reducing a shard into the root's output,
+  // above 16 KiB; up to it the pull, whose root alone reads the n small inputs, saves the
+  // members' remote reads and writes (measured on an H100 at 2, 4 and 8 ranks).
+  e.push_back(
+      {.collective = Collective::kReduce, .bytes_max = 16 << 10, .algorithm = Algorithm::kPull});
   e.push_back({.collective = Collective::kReduce, .algorithm = Algorithm::kPush});
   return TuningTable(std::move(e));
 }

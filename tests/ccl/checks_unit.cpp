@@ -250,14 +250,19 @@ TEST(CclTuning, DefaultsCoverAllReduceAndParseBack) {
   // The shipped table leaves reduce_scatter to its fallback (pull): the ring gains nothing
   // where ranks share one GPU's HBM, where it was measured.
   EXPECT_TRUE(table.candidates(Collective::kReduceScatter, 8, std::size_t{64} << 20).empty());
-  // gather and reduce push, at every size and team size.
-  for (Collective c : {Collective::kGather, Collective::kReduce})
-    for (int team : {2, 8})
-      for (std::size_t bytes : {std::size_t{1}, std::size_t{256} << 20}) {
-        auto rooted = table.candidates(c, team, bytes);
-        ASSERT_FALSE(rooted.empty()) << to_string(c);
-        EXPECT_EQ(rooted[0]->algorithm, Algorithm::kPush) << to_string(c);
-      }
+  // gather push at every size and team size; reduce pull up to 16 KiB, push above.
+  const auto first = [&](Collective c, int team, std::size_t bytes) {
+    const auto found = table.candidates(c, team, bytes);
+    return found.empty() ? Algorithm::kAuto : found[0]->algorithm;
+  };
+  for (int team : {2, 8}) {
+    for (std::size_t bytes : {std::size_t{1}, std::size_t{256} << 20})
+      EXPECT_EQ(first(Collective::kGather, team, bytes), Algorithm::kPush) << bytes;
+    for (std::size_t bytes : {std::size_t{1}, std::size_t{16} << 10})
+      EXPECT_EQ(first(Collective::kReduce, team, bytes), Algorithm::kPull) << bytes;
+    for (std::size_t bytes : {(std::size_t{16} << 10) + 1, std::size_t{256} << 20})
+      EXPECT_EQ(first(Collective::kReduce, team, bytes), Algorithm::kPush) << bytes;
+  }
 }
 
 TEST(CclTuning, RingReduceScatterEntriesParseAndPrint) {

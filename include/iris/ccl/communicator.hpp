@@ -143,9 +143,10 @@ class Communicator {
   void reduce_scatter(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op,
                       cudaStream_t stream, const Options& options = {});
   /// On member `root` (a team index): dst = op over members of src. Others' dst is unused (may
-  /// be null). kPull: the root reads every member's src and reduces all of it; kPush (the
-  /// default table's): member k reduces shard k from every member's src and writes it into the
-  /// root's dst, so every member's blocks reduce. The same team order either way.
+  /// be null). kPull (the default table's up to 16 KiB): the root reads every member's src and
+  /// reduces all of it; kPush (above): member k reduces shard k from every member's src and
+  /// writes it into the root's dst, so every member's blocks reduce. The same team order either
+  /// way.
   void reduce(void* dst, const void* src, std::size_t count, DataType type, ReduceOp op, int root,
               cudaStream_t stream, const Options& options = {});
 
