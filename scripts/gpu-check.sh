@@ -59,8 +59,8 @@
 # Variables:
 #   IRIS_GPU_CHECK_ONLY=tests,ccl,ops,devapi  the phases to run (a comma list; default all of
 #                             them). With it set, the record's files are named after the phases
-#                             (machine-<phases>.txt, bench-<phases>.log, json-<phases>.tar), so
-#                             that several calls add up to one record.
+#                             (machine-<phases>.txt, bench-<phases>.log, json-<phases>.tar; the
+#                             phases joined by _), so that several calls add up to one record.
 #   IRIS_GPU_CHECK_PREBUILT=ARCHIVE  no build: unpack the binaries of scripts/carry-build.sh.
 #   IRIS_GPU_CHECK_RANKS="8"  the rank counts of the benchmark phases in this call instead of
 #                             their own (rma_bandwidth, signal_latency and one-rank runs keep
@@ -114,8 +114,9 @@ ranks_env=${IRIS_GPU_CHECK_RANKS:-}
 read -ra ranks_list <<<"${ranks_env//,/ }"
 ranks_asked="${ranks_list[*]}"
 sfx=""
-[ -n "${IRIS_GPU_CHECK_ONLY:-}" ] && sfx="-${phases//,/+}"
-[ -n "$ranks_asked" ] && sfx="${sfx:--all}-n${ranks_asked// /+}"
+# (joined by '_': a lent machine returns no file whose name holds '+')
+[ -n "${IRIS_GPU_CHECK_ONLY:-}" ] && sfx="-${phases//,/_}"
+[ -n "$ranks_asked" ] && sfx="${sfx:--all}-n${ranks_asked// /_}"
 deadline=${IRIS_GPU_CHECK_DEADLINE:-0}
 
 # ---- binaries built elsewhere (first: the commit they were built from names the record) ------
