@@ -75,16 +75,21 @@ def main():
         # memcpy time / fit of our time (same HBM bytes) reaches the mark, if it does.
         per_size = hbm[-1] / pts[-1][0]
         reach = None
-        if rate * 1.0 > args.mark:
+        if rate > args.mark:
             # (m_fixed + m_slope B) / (fixed + slope B) >= mark  <=>  B >= (mark fixed - m_fixed) / (m_slope - mark slope)
             denominator = m_slope - args.mark * slope
             if denominator > 0:
                 reach = max(0.0, (args.mark * fixed - m_fixed) / denominator) / per_size
-        measured = [s for s, r in pts if r.get("vs_memcpy", 0) >= args.mark]
+        # The smallest size from which every measured size reaches the mark.
+        measured_from = None
+        for s, r in reversed(pts):
+            if r.get("vs_memcpy", 0) < args.mark:
+                break
+            measured_from = s
         out.append({"collective": collective, "algorithm": algorithm, "fixed_us": fixed,
                     "streaming_vs_memcpy": rate, "hbm_bytes_per_size": per_size,
                     "fit_reaches_mark_at": reach,
-                    "measured_from": measured[0] if measured and measured == [s for s, _ in pts][-len(measured):] else None})
+                    "measured_from": measured_from})
 
     def size_text(b):
         if b is None:
