@@ -14,6 +14,7 @@
 #include "ccl/checks.hpp"
 #include "ccl/launch.hpp"
 #include "ccl/selection.hpp"
+#include "iris/ccl/detail/partition.hpp"
 #include "iris/ccl/detail/workspace.hpp"
 #include "iris/host/env.hpp"
 #include "iris/host/error.hpp"
@@ -470,9 +471,7 @@ void Communicator::reduce(void* dst, const void* src, std::size_t count, DataTyp
   p.root = root;
   // The push: member k reduces shard k (the last may be short or empty), whose start stays
   // 16-byte aligned, its blocks a tile each.
-  p.shard = push ? std::min(count, round_up(ceil_div(count, static_cast<std::size_t>(s.team.size)),
-                                            16 / es))
-                 : count;
+  p.shard = push ? detail::shard_elements(count, s.team.size, es) : count;
   p.tile = round_up(ceil_div(p.shard, plan.blocks), 256 / es);
   s.make_current();
   detail::launch_reduce(p, type, static_cast<int>(ceil_div(p.shard, p.tile)), s.options.threads,

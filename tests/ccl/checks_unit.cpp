@@ -15,6 +15,7 @@
 #include "ccl/checks.hpp"
 #include "ccl/selection.hpp"
 #include "detail/mailbox_format.hpp"
+#include "iris/ccl/detail/partition.hpp"
 #include "iris/ccl/detail/workspace.hpp"
 #include "iris/ccl/tuning.hpp"
 #include "iris/device/detail/mailbox.hpp"
@@ -398,6 +399,31 @@ TEST(CclTwoShotPackets, CapacityIsAnEighthOfTheSlotsAndTheSmallestSlotsTakeNothi
   EXPECT_EQ(detail::packet_payload_capacity(std::size_t{8} << 20, 8), std::size_t{256} << 10);
   // The smallest slots a communicator takes (two packets per member) hold no two-shot message.
   EXPECT_EQ(detail::two_shot_payload_capacity(2 * 8 * detail::kPacketBytes, 8), 0u);
+}
+
+TEST(CclPartition, ShardsCoverEveryElementOnceFromAlignedStarts) {
+  // The host's reduce push and the tile collectives' two-shot both cut by shard_elements: the
+  // shards [k * per, min((k + 1) * per, count)) must tile [0, count) with 16-byte starts.
+  for (const std::size_t es : {1, 2, 4, 8}) {
+    for (const int members : {1, 2, 3, 4, 7, 8}) {
+      for (const std::size_t count : {0, 1, 2, 15, 16, 17, 255, 1000, 4099}) {
+        const std::size_t per = detail::shard_elements(count, members, es);
+        std::size_t covered = 0;
+        for (int k = 0; k < members; ++k) {
+          const std::size_t first = std::min(count, per * static_cast<std::size_t>(k));
+          const std::size_t last = std::min(count, first + per);
+          if (first < count) {
+            EXPECT_EQ(first * es % 16, 0u)
+                << "es " << es << " members " << members << " count " << count << " shard " << k;
+          }
+          EXPECT_EQ(first, covered);
+          covered = last;
+        }
+        EXPECT_EQ(covered, count) << "es " << es << " members " << members << " count " << count;
+        EXPECT_LE(per, count);
+      }
+    }
+  }
 }
 
 constexpr std::size_t KiB = 1024;

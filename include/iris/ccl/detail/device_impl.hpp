@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "iris/ccl/detail/partition.hpp"
 #include "iris/ccl/detail/reduce.hpp"
 #include "iris/ccl/detail/ring.hpp"
 #include "iris/ccl/detail/sync.hpp"
@@ -203,12 +204,11 @@ IRIS_DEVICE_FN void reduce_span(const device::Communicator& comm, T* dst, bool t
 }
 
 /// Elements of shard k when `count` elements are cut into `members` shards whose starts stay
-/// 16-byte aligned: [first, last).
+/// 16-byte aligned (shard_elements): [first, last).
 template <class T>
 IRIS_HOST_DEVICE IRIS_FORCEINLINE void shard_of(std::size_t count, int members, int k,
                                                 std::size_t& first, std::size_t& last) {
-  constexpr std::size_t V = 16 / sizeof(T);
-  const std::size_t per = ((count + members - 1) / members + V - 1) / V * V;
+  const std::size_t per = shard_elements(count, members, sizeof(T));
   first = per * static_cast<std::size_t>(k);
   if (first > count) first = count;
   last = first + per > count ? count : first + per;
