@@ -9,6 +9,7 @@
 //                                   [--collectives all_reduce,all_gather] (comma-separated)
 //                                   [--threads 256] (CommunicatorOptions::threads)
 //                                   [--max-blocks 0] (CommunicatorOptions::max_blocks)
+//                                   [--staging-bytes 8M] (CommunicatorOptions::staging_bytes)
 //                                   [--calls 20] (calls per sample and per graph up to 1 MiB;
 //                                   4 above, for the memcpy too)
 //
@@ -325,6 +326,8 @@ int main(int argc, char** argv) {
       static_cast<int>(example::number_arg(argc, argv, "--threads", comm_options.threads));
   comm_options.max_blocks =
       static_cast<int>(example::number_arg(argc, argv, "--max-blocks", comm_options.max_blocks));
+  comm_options.staging_bytes =
+      parse_bytes_arg(argc, argv, "--staging-bytes", comm_options.staging_bytes);
   iris::ccl::Communicator comm(ctx, comm_options);
   const int n = comm.size();
   const int me = comm.index();  // the world's communicator: the index is the rank
@@ -862,9 +865,9 @@ int main(int argc, char** argv) {
         "ranks " + std::to_string(n) + (one_gpu ? " sharing one GPU" : " on separate GPUs") +
         ", SM budget " + std::to_string(comm.max_blocks(Collective::kAllReduce)) +
         " blocks (reducing), " + std::to_string(comm.max_blocks(Collective::kAllGather)) +
-        " (moving), " + std::to_string(comm_options.threads) + " threads per block, " +
-        std::to_string(small_calls) + " calls per sample up to 1 MiB, " +
-        std::to_string(kLargeCalls) + " above; " + nccl_note;
+        " (moving), " + std::to_string(comm_options.threads) + " threads per block, staging " +
+        std::to_string(comm_options.staging_bytes >> 10) + " KiB, " + std::to_string(small_calls) +
+        " calls per sample up to 1 MiB, " + std::to_string(kLargeCalls) + " above; " + nccl_note;
     iris::bench::report("ccl_bench: collectives (" + std::to_string(n) + " ranks)", rows, json,
                         note, csv);
     iris::bench::report("ccl_bench: cudaMemcpy D2D ceiling (read + write bytes)", ceiling,

@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
       }
       break;
     }
-    case MoveKind::kBarrier:  // barrier_kernel
+    case MoveKind::kBarrier:  // barrier_kernel (no movement kernel is made for it)
     case MoveKind::kSend:
     case MoveKind::kRecv:
       break;
@@ -363,13 +363,25 @@ __global__ void __launch_bounds__(kMaxThreads) move_kernel(const __grid_constant
 
 using MoveKernel = void (*)(MoveParams);
 
+/// The movement kernel of `Kind`: none for the barrier, which has a kernel of its own
+/// (barrier_kernel), so that the table instantiates no kernel that is never launched.
+template <MoveKind Kind, int InFlight>
+constexpr MoveKernel move_kernel_or_none() {
+  if constexpr (Kind == MoveKind::kBarrier) {
+    return nullptr;
+  } else {
+    return &move_kernel<Kind, InFlight>;
+  }
+}
+
 template <int InFlight, int... Kinds>
 constexpr std::array<MoveKernel, sizeof...(Kinds)> move_kernels(
     std::integer_sequence<int, Kinds...>) {
-  return {&move_kernel<static_cast<MoveKind>(Kinds), InFlight>...};
+  return {move_kernel_or_none<static_cast<MoveKind>(Kinds), InFlight>()...};
 }
 
-/// The movement kernel of `kind` with `in_flight` (4 or 8) vectors in flight per thread.
+/// The movement kernel of `kind` (not the barrier) with `in_flight` (4 or 8) vectors in flight
+/// per thread.
 MoveKernel move_kernel_of(MoveKind kind, int in_flight) {
   static constexpr auto four = move_kernels<4>(std::make_integer_sequence<int, kMoveKinds>{});
   static constexpr auto eight = move_kernels<8>(std::make_integer_sequence<int, kMoveKinds>{});
@@ -403,7 +415,11 @@ void launch_move(const MoveParams& params, int blocks, int threads, cudaStream_t
   if (params.in_flight != 4 && params.in_flight != 8)
     throw Error(Errc::kInvalidArgument, "iris::ccl: movement vectors in flight " +
                                             std::to_string(params.in_flight) + " is not 4 or 8");
-  move_kernel_of(params.kind, params.in_flight)<<<blocks, threads, 0, stream>>>(params);
+  const MoveKernel kernel = move_kernel_of(params.kind, params.in_flight);
+  if (kernel == nullptr)
+    throw Error(Errc::kInternal,
+                "iris::ccl: launch_move was asked for the barrier, which has no movement kernel");
+  kernel<<<blocks, threads, 0, stream>>>(params);
   IRIS_CUDA_CHECK(cudaGetLastError());
 }
 
