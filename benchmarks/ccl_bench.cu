@@ -318,9 +318,6 @@ int main(int argc, char** argv) {
     return path.empty() ? std::string() : path + suffix;
   };
 
-  iris::ContextOptions options;
-  options.heap_size = 2 * max_bytes + (std::size_t{128} << 20);
-  iris::Context ctx = iris::Context::from_env(options);
   iris::ccl::CommunicatorOptions comm_options;
   comm_options.threads =
       static_cast<int>(example::number_arg(argc, argv, "--threads", comm_options.threads));
@@ -328,6 +325,13 @@ int main(int argc, char** argv) {
       static_cast<int>(example::number_arg(argc, argv, "--max-blocks", comm_options.max_blocks));
   comm_options.staging_bytes =
       parse_bytes_arg(argc, argv, "--staging-bytes", comm_options.staging_bytes);
+  // Two buffers of the largest size, the communicator's workspace (its packet slots and
+  // staging), and room for the rest (the send/recv communicators, counters, the allocator's
+  // alignment).
+  iris::ContextOptions options;
+  options.heap_size = 2 * max_bytes + comm_options.packet_bytes + comm_options.staging_bytes +
+                      (std::size_t{128} << 20);
+  iris::Context ctx = iris::Context::from_env(options);
   iris::ccl::Communicator comm(ctx, comm_options);
   const int n = comm.size();
   const int me = comm.index();  // the world's communicator: the index is the rank
