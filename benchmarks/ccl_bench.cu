@@ -9,7 +9,7 @@
 //                                   [--collectives all_reduce,all_gather] (comma-separated)
 //                                   [--threads 256] (CommunicatorOptions::threads)
 //                                   [--max-blocks 0] (CommunicatorOptions::max_blocks)
-//                                   [--staging-bytes 8M] (CommunicatorOptions::staging_bytes)
+//                                   [--staging-bytes 32M] (CommunicatorOptions::staging_bytes)
 //                                   [--calls 20] (calls per sample and per graph up to 1 MiB;
 //                                   4 above, for the memcpy too)
 //

@@ -71,9 +71,9 @@ struct CommunicatorOptions {
   /// Bytes of staging (a multiple of 256) for the ring reduce_scatter's partial sums and the
   /// one-shot push all_reduce's messages (0: neither). A ring call of B blocks gives each block
   /// staging_bytes / B, in four slots; fewer blocks run when a slot would be smaller than 256
-  /// bytes; larger slots mean fewer of the ring's per-slot handshakes, which cost it bandwidth
-  /// below 32 MiB (docs/ccl.md). The push's largest message is about staging_bytes / 2 / team
-  /// size (message_capacity). The same on every member (as packet_bytes). Default 32 MiB.
+  /// bytes. Larger slots make the ring's stall after each slot rarer (docs/ccl.md has what that
+  /// is worth). The push's largest message is about staging_bytes / 2 / team size
+  /// (message_capacity). The same on every member (as packet_bytes). Default 32 MiB.
   std::size_t staging_bytes = std::size_t{32} << 20;
   /// Blocks a call uses at most (SM budget); 0: per kind of kernel (reducing, moving), half the
   /// blocks of it the GPU holds at once, divided by the ranks that share the GPU, at most 128
