@@ -216,7 +216,6 @@ Communicator::Communicator(Context& ctx, iris::team team, const CommunicatorOpti
   sel.team_size = team.size;
   sel.packet_bytes = options.packet_bytes;
   sel.staging_bytes = options.staging_bytes;
-  sel.ring_lanes = detail::ring_lanes(options.threads);
   sel.block_limit = sel.move_block_limit = kMaxChannels;
   for (int k = 0; k < team.size; ++k) {
     const PeerInfo& p = all[team.world_rank(k)];
@@ -410,11 +409,9 @@ void Communicator::reduce_scatter(void* dst, const void* src, std::size_t count,
                            "in place means dst == src + index() * count");
   const Plan plan = s.plan(Collective::kReduceScatter, bytes, options, dst == mine, kCall);
   const bool ring = plan.algorithm == Algorithm::kRing;
-  // The ring gives every lane of every block (detail::ring_lanes) kRingSlots staging slots of
-  // at least 256 bytes, and every lane a whole number of 256-byte lines of each part.
-  const auto lanes = static_cast<std::size_t>(ring ? s.select.ring_lanes : 1);
+  // The ring gives every block kRingSlots staging slots of at least 256 bytes.
   const std::size_t most_blocks =
-      ring ? s.options.staging_bytes / (lanes * detail::kRingSlots * std::size_t{256})
+      ring ? s.options.staging_bytes / (detail::kRingSlots * std::size_t{256})
            : static_cast<std::size_t>(plan.blocks);
   const auto budget = static_cast<std::size_t>(plan.blocks) < most_blocks
                           ? static_cast<std::size_t>(plan.blocks)
@@ -426,21 +423,19 @@ void Communicator::reduce_scatter(void* dst, const void* src, std::size_t count,
   p.dst = dst;
   p.src = src;
   p.count = count;
-  p.tile = round_up(ceil_div(count, budget), lanes * 256 / es);
+  p.tile = round_up(ceil_div(count, budget), 256 / es);
   const int blocks = static_cast<int>(ceil_div(count, p.tile));
   if (ring) {
     p.staging = s.staging();
-    // Slots of whole 256-byte lines of accumulators, at most a lane's share of a part.
-    const std::size_t share = p.tile / lanes;
-    const std::size_t slot_bytes = s.options.staging_bytes / static_cast<std::size_t>(blocks) /
-                                   lanes / detail::kRingSlots / 256 * 256;
-    p.slot = std::min(slot_bytes / accumulator_bytes(type), share);
-    const std::size_t items = ceil_div(share, p.slot) * static_cast<std::size_t>(s.team.size);
+    // Slots of whole 256-byte lines of accumulators, at most a block's share of a part.
+    const std::size_t slot_bytes =
+        s.options.staging_bytes / static_cast<std::size_t>(blocks) / detail::kRingSlots / 256 * 256;
+    p.slot = std::min(slot_bytes / accumulator_bytes(type), p.tile);
+    const std::size_t items = ceil_div(p.tile, p.slot) * static_cast<std::size_t>(s.team.size);
     if (items >= detail::kRingItems)
       throw Error(Errc::kInvalidArgument,
                   "iris::ccl::reduce_scatter: count " + std::to_string(count) + " takes the ring " +
-                      std::to_string(items) +
-                      " staging rounds per ring lane (half a block), more than the " +
+                      std::to_string(items) + " staging rounds per block, more than the " +
                       std::to_string(detail::kRingItems) +
                       " one call may take; raise CommunicatorOptions::staging_bytes or "
                       "Options::max_blocks");

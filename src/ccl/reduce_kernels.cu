@@ -153,25 +153,11 @@ __global__ void __launch_bounds__(kMaxThreads)
         reduce_span(comm, dst + first, false,
                     src + static_cast<std::size_t>(comm.index) * p.count + first, n, p.op);
       } else {
-        // The block's lanes (ring_lanes: its two halves of warps) each run the ring on their
-        // p.tile / lanes elements of the block's tile, on ring channel ring_channel(block,
-        // lane), with the lane's kRingSlots slots of the staging (the same offset on every
-        // member), so that one lane streams while the other waits for its neighbour.
-        const int lanes = ring_lanes(static_cast<int>(blockDim.x));
-        const unsigned warps = blockDim.x / 32 / static_cast<unsigned>(lanes);
-        const auto lane = static_cast<int>(threadIdx.x / 32 / warps);
-        const iris::warp_span group{.first = static_cast<unsigned>(lane) * warps,
-                                    .count = warps,
-                                    .barrier_id = 8 + static_cast<unsigned>(lane)};
-        const std::size_t share = p.tile / static_cast<std::size_t>(lanes);
-        const std::size_t end = first + n;
-        const std::size_t lane_first =
-            std::min(first + static_cast<std::size_t>(lane) * share, end);
-        const int ring = ring_channel(static_cast<int>(blockIdx.x), lanes, lane);
+        // This block's kRingSlots slots of the staging, at the same offset on every member.
         auto* staging = static_cast<acc_t<T>*>(p.staging) +
-                        static_cast<std::size_t>(ring) * kRingSlots * p.slot;
-        ring_reduce_scatter<T>(group, comm, ring, epoch, dst, src, p.count, lane_first,
-                               std::min(share, end - lane_first), p.op, staging, p.slot);
+                        static_cast<std::size_t>(blockIdx.x) * kRingSlots * p.slot;
+        ring_reduce_scatter<T>(comm, channel, epoch, dst, src, p.count, first, n, p.op, staging,
+                               p.slot);
       }
       team_exchange(comm, channel, entry + 1, "ccl reduce_scatter(ring) exit");
       break;

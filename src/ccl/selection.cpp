@@ -40,13 +40,9 @@ const char* Selector::unfit(Collective c, Algorithm algorithm, std::size_t bytes
              "writing their output)";
   }
   if (c == Collective::kReduceScatter && algorithm == Algorithm::kRing &&
-      staging_bytes < static_cast<std::size_t>(ring_lanes) * kRingSlots * 256)
-    return ring_lanes == 1
-               ? "the communicator has too little staging for the ring's partial sums "
-                 "(CommunicatorOptions::staging_bytes must be at least 1024)"
-               : "the communicator has too little staging for the ring's partial sums "
-                 "(CommunicatorOptions::staging_bytes must be at least 2048: 1024 for each "
-                 "half of a block's warps)";
+      staging_bytes < kRingSlots * std::size_t{256})
+    return "the communicator has too little staging for the ring's partial sums "
+           "(CommunicatorOptions::staging_bytes must be at least 1024)";
   return nullptr;
 }
 

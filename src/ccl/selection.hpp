@@ -52,7 +52,6 @@ struct Selector {
   int team_size = 1;
   std::size_t packet_bytes = 0;   ///< CommunicatorOptions::packet_bytes
   std::size_t staging_bytes = 0;  ///< CommunicatorOptions::staging_bytes
-  int ring_lanes = 1;             ///< ring_lanes(CommunicatorOptions::threads)
   int max_blocks = 1;             ///< SM budget of the reducing collectives
   int move_max_blocks = 1;        ///< SM budget of the others
   int block_limit = 1;            ///< blocks of a reducing call that can all be resident

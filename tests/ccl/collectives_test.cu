@@ -275,8 +275,8 @@ TEST(CclReduceScatter, EveryTypeOpAlgorithmCountInAndOutOfPlace) {
 }
 
 TEST(CclReduceScatter, RingThroughManySmallStagingSlots) {
-  // 1 to 3 blocks, slots of 16 KiB / blocks / 2 lanes / 4: dozens of sub-chunks per lane, a last
-  // group with fewer sub-chunks than the others, a last sub-chunk shorter than a slot.
+  // 1 to 3 blocks, slots of 16 KiB / blocks / 4: dozens of sub-chunks per block, a last group
+  // with fewer sub-chunks than the others, a last sub-chunk shorter than a slot.
   auto& comm = small_staging();
   for_each_type([&](auto t) {
     using T = decltype(t);
@@ -286,29 +286,9 @@ TEST(CclReduceScatter, RingThroughManySmallStagingSlots) {
           for (bool in_place : {false, true})
             check_reduce_scatter<T>(comm, Algorithm::kRing, op, count, in_place, blocks);
   });
-  // The default budget: as many blocks as the staging takes (8, each of its two lanes with four
-  // slots of 256 bytes).
+  // The default budget: as many blocks as the staging takes (16 of 1 KiB each).
   check_reduce_scatter<float>(comm, Algorithm::kRing, ReduceOp::kSum, 262147, false);
   check_reduce_scatter<std::uint8_t>(comm, Algorithm::kRing, ReduceOp::kSum, 262144, true);
-}
-
-TEST(CclReduceScatter, RingLanesOfOneWarpAndBlocksOfOneLane) {
-  // A block's lanes are the two halves of its warps, each running its own ring: 64 threads make
-  // lanes of one warp each (synced by __syncwarp), and an odd number of warps (96 threads) one
-  // lane for the whole block.
-  for (int threads : {64, 96}) {
-    SCOPED_TRACE("threads " + std::to_string(threads));
-    iris::ccl::Communicator comm(
-        context(), {.packet_bytes = 1 << 20, .staging_bytes = 64 << 10, .threads = threads});
-    for_each_type([&](auto t) {
-      using T = decltype(t);
-      for (int blocks : {0, 1, 3})
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin})
-          for (std::size_t count : {1, 1000, 65537})
-            for (bool in_place : {false, true})
-              check_reduce_scatter<T>(comm, Algorithm::kRing, op, count, in_place, blocks);
-    });
-  }
 }
 
 /// A float of [-1, 1) with 24 random bits, the same on every rank for (r, i): sums of them

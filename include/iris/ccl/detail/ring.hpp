@@ -112,8 +112,7 @@ IRIS_DEVICE_FN void ring_all_gather(const device::Communicator& comm, int channe
 template <class T>
 inline constexpr int kRingUnits = sizeof(acc_t<T>) * (16 / sizeof(T)) > 32 ? 1 : 4;
 
-/// One sub-chunk of one step of the ring reduce_scatter, `len` elements, by the `threads`
-/// threads of a lane (thread `rank` of them):
+/// One sub-chunk of one step of the ring reduce_scatter, `len` elements, by the whole block:
 /// acc = (the left neighbour's partial sums `in_acc`, or at the first step its input `in_raw`)
 /// op (this rank's input `own`); then the partial sums go to `out_acc` (this rank's staging)
 /// or, at the last step, the finished result to `out`. `vectors`: every pointer and `len` allow
@@ -121,14 +120,14 @@ inline constexpr int kRingUnits = sizeof(acc_t<T>) * (16 / sizeof(T)) > 32 ? 1 :
 template <class T, ReduceOp Op>
 IRIS_DEVICE_FN void ring_reduce_chunk(acc_t<T>* out_acc, T* out, const acc_t<T>* in_acc,
                                       const T* in_raw, const T* own, std::size_t len, int members,
-                                      bool vectors, unsigned rank, unsigned threads) {
+                                      bool vectors) {
   using A = acc_t<T>;
   constexpr std::size_t V = kVector<T>;
   constexpr int W = static_cast<int>(sizeof(A) * V / 16);  // 16-byte words of V accumulators
   constexpr int U = kRingUnits<T>;
   const bool first_step = in_acc == nullptr;
   const bool last_step = out_acc == nullptr;
-  const std::size_t step = threads;
+  const std::size_t step = blockDim.x;
   std::size_t scalar_first = 0;
   if (vectors) {
     const std::size_t units = len / V;
@@ -139,7 +138,7 @@ IRIS_DEVICE_FN void ring_reduce_chunk(acc_t<T>* out_acc, T* out, const acc_t<T>*
     auto* acc_out_v = reinterpret_cast<uint4*>(out_acc);
     auto* out_v = reinterpret_cast<uint4*>(out);
 #pragma unroll 1
-    for (std::size_t u0 = rank; u0 < units; u0 += U * step) {
+    for (std::size_t u0 = threadIdx.x; u0 < units; u0 += U * step) {
       // Every load of the U units first, then the arithmetic.
       uint4 mine[U];
       uint4 theirs[U][W];
@@ -188,7 +187,7 @@ IRIS_DEVICE_FN void ring_reduce_chunk(acc_t<T>* out_acc, T* out, const acc_t<T>*
       }
     }
   }
-  for (std::size_t x = scalar_first + rank; x < len; x += step) {
+  for (std::size_t x = scalar_first + threadIdx.x; x < len; x += step) {
     A acc = first_step ? widen<T>(in_raw[x]) : in_acc[x];
     acc = combine(Op, acc, widen<T>(own[x]));
     if (last_step) {
@@ -199,37 +198,36 @@ IRIS_DEVICE_FN void ring_reduce_chunk(acc_t<T>* out_acc, T* out, const acc_t<T>*
   }
 }
 
-/// The ring reduce_scatter of one lane's share of every part (teams of 2 or more): dst[i] =
-/// op over members of their src[index * count + first + i] for i < n, where the lane (`lane`:
-/// a group of the block's threads with sync(), iris/device/coop.hpp) takes elements
-/// [first, first + n) of every part, on ring channel `channel`. Part j is reduced in ring
-/// order starting after j: member j + 1's contribution first, then j + 2, ..., j - 1, and
-/// member j's last (indices mod the team size), in the accumulator type, rounded once (see
-/// ring_reduce_scatter below the loop). In step t (0 .. members - 2) a member handles part
-/// (index - 2 - t) mod members: it takes the left neighbour's partial sums of that part (at
-/// step 0, the neighbour's input), adds its own input, and stages the result for its right
-/// neighbour; at the last step the part is its own and the result goes to dst.
+/// The ring reduce_scatter of one block's share of every part (teams of 2 or more): dst[i] =
+/// op over members of their src[index * count + first + i] for i < n, where this block takes
+/// elements [first, first + n) of every part. Part j is reduced in ring order starting after j:
+/// member j + 1's contribution first, then j + 2, ..., j - 1, and member j's last (indices mod
+/// the team size), in the accumulator type, rounded once (see ring_reduce_scatter below the
+/// loop). In step t (0 .. members - 2) a member handles part (index - 2 - t) mod members: it
+/// takes the left neighbour's partial sums of that part (at step 0, the neighbour's input),
+/// adds its own input, and stages the result for its right neighbour; at the last step the
+/// part is its own and the result goes to dst.
 ///
-/// The lane's share is cut into sub-chunks of `slot` elements (one staging slot of
+/// The block's share is cut into sub-chunks of `slot` elements (one staging slot of
 /// accumulators). Sub-chunks go through the steps kRingGroup at a time (all steps of a group,
-/// then the next group), so that a lane waits for the partial sums its neighbour finished
+/// then the next group), so that a block waits for the partial sums its neighbour finished
 /// kRingGroup sub-chunks earlier, not the one it is finishing now, and several sub-chunks are in
 /// flight around the ring. Staged items form a queue per (rank, channel): item k in slot
-/// k % kRingSlots of `staging` (this lane's kRingSlots slots on this rank; the right
-/// neighbour reads them at the same offsets on this rank); a lane writes item k once its
+/// k % kRingSlots of `staging` (this block's kRingSlots slots on this rank; the right
+/// neighbour reads them at the same offsets on this rank); a block writes item k once its
 /// right neighbour has announced that it read item k - kRingSlots (ring_room), and the right
-/// neighbour reads it once this lane has announced it (ring_data). Items are read in the order
+/// neighbour reads it once this block has announced it (ring_data). Items are read in the order
 /// they are written (the same loops on every member), so the counts are the whole protocol.
-/// Deadlock-free: every wait is for a neighbour's earlier round (kRingSlots = 2 kRingGroup),
-/// and the lanes of a block never wait for each other.
+/// Deadlock-free: every wait is for a neighbour's earlier round (kRingSlots = 2 kRingGroup).
 /// In place (dst == src + index * count) is safe: the own part is read only by this rank, in
 /// the step that writes it, element by element.
-template <class T, ReduceOp Op, class Lane>
-IRIS_DEVICE_FN void ring_reduce_scatter(const Lane& lane, const device::Communicator& comm,
-                                        int channel, std::uint64_t epoch, T* dst, const T* src,
+template <class T, ReduceOp Op>
+IRIS_DEVICE_FN void ring_reduce_scatter(const device::Communicator& comm, int channel,
+                                        std::uint64_t epoch, T* dst, const T* src,
                                         std::size_t count, std::size_t first, std::size_t n,
                                         acc_t<T>* staging, std::size_t slot) {
   using A = acc_t<T>;
+  const iris::block block;
   const auto& ctx = comm.ctx;
   const auto [me, members, left, right] = ring_place(comm);
   const int steps = members - 1;
@@ -241,8 +239,8 @@ IRIS_DEVICE_FN void ring_reduce_scatter(const Lane& lane, const device::Communic
   const bool vectors = aligned16(src) && aligned16(dst) && count * sizeof(T) % 16 == 0 &&
                        first * sizeof(T) % 16 == 0 && slot * sizeof(T) % 16 == 0;
   const std::size_t chunks = (n + slot - 1) / slot;
-  std::uint64_t made = 0;  // items this lane has staged
-  std::uint64_t used = 0;  // items of the left neighbour's that this lane has read
+  std::uint64_t made = 0;  // items this block has staged
+  std::uint64_t used = 0;  // items of the left neighbour's that this block has read
   for (std::size_t g = 0; g < chunks; g += kRingGroup) {
     const std::size_t g_end = g + kRingGroup < chunks ? g + kRingGroup : chunks;
     for (int t = 0; t < steps; ++t) {
@@ -251,14 +249,14 @@ IRIS_DEVICE_FN void ring_reduce_scatter(const Lane& lane, const device::Communic
       for (std::size_t i = g; i < g_end; ++i) {
         const std::size_t at = first + i * slot;  // element within the part
         const std::size_t len = first + n - at < slot ? first + n - at : slot;
-        // Lane syncs only around a wait or an announcement (lane-uniform): a team of two has
+        // Block syncs only around a wait or an announcement (block-uniform): a team of two has
         // neither (one step, from the neighbour's input straight to dst), and then its
-        // sub-chunks stream without draining the lane's loads between them.
+        // sub-chunks stream without draining the block's loads between them.
         const bool reads_staging = t > 0;
         const bool waits =
             reads_staging || (!last && made >= static_cast<std::uint64_t>(kRingSlots));
         if (waits) {
-          if (lane.thread_rank() == 0) {
+          if (block.thread_rank() == 0) {
             if (reads_staging)
               ring_await(comm, &c->ring_data[channel][0], ring_value(epoch, used), left, channel,
                          "ccl reduce_scatter", t + 1, steps);
@@ -266,16 +264,16 @@ IRIS_DEVICE_FN void ring_reduce_scatter(const Lane& lane, const device::Communic
               ring_await(comm, &c->ring_room[channel][0], ring_value(epoch, made - kRingSlots),
                          right, channel, "ccl reduce_scatter", t + 1, steps);
           }
-          lane.sync();
+          block.sync();
         }
         const std::size_t offset = static_cast<std::size_t>(part) * count + at;
         ring_reduce_chunk<T, Op>(
             last ? nullptr : staging + (made % kRingSlots) * slot, last ? dst + at : nullptr,
             reads_staging ? left_staging + (used % kRingSlots) * slot : nullptr, left_src + offset,
-            src + offset, len, members, vectors, lane.thread_rank(), lane.num_threads());
+            src + offset, len, members, vectors);
         if (reads_staging || !last) {
-          lane.sync();
-          if (lane.thread_rank() == 0) {
+          block.sync();
+          if (block.thread_rank() == 0) {
             if (reads_staging)
               announce(comm, &c->ring_room[channel][0], ring_value(epoch, used),
                        comm.world_rank(left));
@@ -292,27 +290,27 @@ IRIS_DEVICE_FN void ring_reduce_scatter(const Lane& lane, const device::Communic
 }
 
 /// ring_reduce_scatter with the operator fixed at compile time (one branch per call).
-template <class T, class Lane>
-IRIS_DEVICE_FN void ring_reduce_scatter(const Lane& lane, const device::Communicator& comm,
-                                        int channel, std::uint64_t epoch, T* dst, const T* src,
+template <class T>
+IRIS_DEVICE_FN void ring_reduce_scatter(const device::Communicator& comm, int channel,
+                                        std::uint64_t epoch, T* dst, const T* src,
                                         std::size_t count, std::size_t first, std::size_t n,
                                         ReduceOp op, acc_t<T>* staging, std::size_t slot) {
   switch (op) {
     case ReduceOp::kSum:
-      return ring_reduce_scatter<T, ReduceOp::kSum>(lane, comm, channel, epoch, dst, src, count,
-                                                    first, n, staging, slot);
+      return ring_reduce_scatter<T, ReduceOp::kSum>(comm, channel, epoch, dst, src, count, first, n,
+                                                    staging, slot);
     case ReduceOp::kProd:
-      return ring_reduce_scatter<T, ReduceOp::kProd>(lane, comm, channel, epoch, dst, src, count,
-                                                     first, n, staging, slot);
+      return ring_reduce_scatter<T, ReduceOp::kProd>(comm, channel, epoch, dst, src, count, first,
+                                                     n, staging, slot);
     case ReduceOp::kMin:
-      return ring_reduce_scatter<T, ReduceOp::kMin>(lane, comm, channel, epoch, dst, src, count,
-                                                    first, n, staging, slot);
+      return ring_reduce_scatter<T, ReduceOp::kMin>(comm, channel, epoch, dst, src, count, first, n,
+                                                    staging, slot);
     case ReduceOp::kMax:
-      return ring_reduce_scatter<T, ReduceOp::kMax>(lane, comm, channel, epoch, dst, src, count,
-                                                    first, n, staging, slot);
+      return ring_reduce_scatter<T, ReduceOp::kMax>(comm, channel, epoch, dst, src, count, first, n,
+                                                    staging, slot);
     case ReduceOp::kAvg:
-      return ring_reduce_scatter<T, ReduceOp::kAvg>(lane, comm, channel, epoch, dst, src, count,
-                                                    first, n, staging, slot);
+      return ring_reduce_scatter<T, ReduceOp::kAvg>(comm, channel, epoch, dst, src, count, first, n,
+                                                    staging, slot);
   }
 }
 

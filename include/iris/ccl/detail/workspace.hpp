@@ -6,10 +6,9 @@
 //                   argument check's packets (args.hpp)
 //   packets         packet slots of the all_reduces in packets, [parity][...]: the one-shot's
 //                   [sender][packet], the two-shot's results then contributions (below)
-//   staging         the ring reduce_scatter's partial sums: per lane of each block of the call,
-//                   kRingSlots slots that this rank writes and its right neighbour reads
-//                   (ring.hpp); or the one-shot push all_reduce's rows, [parity][sender]
-//                   (push_row_bytes below)
+//   staging         the ring reduce_scatter's partial sums: per block of the call, kRingSlots
+//                   slots that this rank writes and its right neighbour reads (ring.hpp); or the
+//                   one-shot push all_reduce's rows, [parity][sender] (push_row_bytes below)
 // The ring and the push share the staging: both meet the team (every block) between any call's
 // writes into it and the next call's, which is what makes the sharing safe (docs/ccl.md).
 // The block-to-block barriers are not here: they run on the communicator's barrier object
@@ -23,8 +22,6 @@ namespace iris::ccl::detail {
 
 /// Blocks one collective runs on at most: each block has its own barrier channel.
 inline constexpr int kMaxChannels = 128;
-/// Ring channels one block of the ring reduce_scatter runs at most (ring_lanes below).
-inline constexpr int kMaxRingLanes = 2;
 /// Members of a team, and world ranks a send/recv may name.
 inline constexpr int kMaxRanks = 128;
 inline constexpr std::size_t kLine = 128;
@@ -60,13 +57,12 @@ struct Control {
   /// args[parity][word]: with debug checks, member 0's description of its call (packets
   /// flagged with the epoch; see args.hpp), which every other member compares with its own.
   alignas(kLine) std::uint64_t args[2][3][kPacketBytes / 8];
-  /// The ring algorithms' signals (ring.hpp), one line per ring channel: ring_data[c][0] is
-  /// what the left neighbour's channel c announced it has ready for this rank's channel c to
-  /// read, ring_room[c][0] what the right neighbour's channel c has finished reading of this
-  /// rank's staging. One writer each. The all_gather's channel is its block; the
-  /// reduce_scatter's is a lane of a block (ring_channel below).
-  alignas(kLine) std::uint64_t ring_data[kMaxChannels * kMaxRingLanes][kLine / 8];
-  alignas(kLine) std::uint64_t ring_room[kMaxChannels * kMaxRingLanes][kLine / 8];
+  /// The ring algorithms' signals (ring.hpp), one line per channel: ring_data[c][0] is what the
+  /// left neighbour's block c announced it has ready for this rank's block c to read,
+  /// ring_room[c][0] what the right neighbour's block c has finished reading of this rank's
+  /// staging. One writer each.
+  alignas(kLine) std::uint64_t ring_data[kMaxChannels][kLine / 8];
+  alignas(kLine) std::uint64_t ring_room[kMaxChannels][kLine / 8];
 };
 
 /// Staging slots per block of the ring reduce_scatter (a queue of partial sums from a rank to
@@ -74,17 +70,6 @@ struct Control {
 /// (half the slots: a rank writes one half while its neighbour reads the other).
 inline constexpr int kRingSlots = 4;
 inline constexpr int kRingGroup = kRingSlots / 2;
-/// Lanes of a block of the ring reduce_scatter: its warps in two halves (one warp: one lane),
-/// each of which runs the ring on its own share of the block's elements, with its own staging
-/// slots and signals, so that one half streams while the other waits for its neighbour.
-inline constexpr int ring_lanes(int threads) {
-  return threads / 32 % 2 == 0 ? kMaxRingLanes : 1;
-}
-/// The ring channel of lane `lane` of block `block` (Control::ring_data's row).
-inline constexpr int ring_channel(int block, int lanes, int lane) {
-  return block * lanes + lane;
-}
-
 /// Bits of a ring signal's value that count items within one call ((epoch << kRingItemBits) +
 /// item + 1): a call takes fewer than 2^20 items per channel.
 inline constexpr unsigned kRingItemBits = 20;
