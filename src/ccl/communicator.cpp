@@ -469,12 +469,12 @@ void Communicator::reduce(void* dst, const void* src, std::size_t count, DataTyp
   p.src = src;
   p.count = count;
   p.root = root;
-  // The push: member k reduces shard k (the last may be short or empty), whose start stays
-  // 16-byte aligned, its blocks a tile each.
-  p.shard = push ? detail::shard_elements(count, s.team.size, es) : count;
-  p.tile = round_up(ceil_div(p.shard, plan.blocks), 256 / es);
+  // The push: member k reduces shard k (detail::shard_of: the last may be short or empty, every
+  // start 16-byte aligned), its blocks a tile each; the pull: the root's blocks, all of it.
+  const std::size_t shard = push ? detail::shard_elements(count, s.team.size, es) : count;
+  p.tile = round_up(ceil_div(shard, plan.blocks), 256 / es);
   s.make_current();
-  detail::launch_reduce(p, type, static_cast<int>(ceil_div(p.shard, p.tile)), s.options.threads,
+  detail::launch_reduce(p, type, static_cast<int>(ceil_div(shard, p.tile)), s.options.threads,
                         stream);
 }
 

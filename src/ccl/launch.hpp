@@ -42,7 +42,6 @@ struct ReduceParams {
   void* staging;      ///< this rank's staging (workspace.hpp): the ring's and the push's
   std::size_t slot;   ///< ring reduce_scatter: accumulators per staging slot
   std::size_t row;    ///< one-shot push: bytes of one sender's staging row (push_row_bytes)
-  std::size_t shard;  ///< reduce push: elements of member k's shard [k * shard, (k + 1) * shard)
 };
 
 /// The all_reduces in packets (workspace.hpp has their slots' layout).

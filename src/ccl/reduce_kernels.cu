@@ -170,15 +170,15 @@ __global__ void __launch_bounds__(kMaxThreads)
       break;
     }
     case ReduceKind::kReducePush: {
-      // Member k reduces shard k of the elements (ReduceParams::shard; p.tile elements a block)
-      // from every member's src, in team order, and stores the result in the root's dst:
-      // every member's blocks reduce, where the pull leaves all of it to the root's.
+      // Member k reduces shard k of the elements (shard_of, as the host cut them; p.tile
+      // elements a block) from every member's src, in team order, and stores the result in the
+      // root's dst: every member's blocks reduce, where the pull leaves all of it to the root's.
       const std::uint64_t entry = exchange_value(epoch, 0);
       publish_root_dst(comm, p.root, dst);
       team_exchange(comm, channel, entry,
                     kReduceEntryNames[static_cast<int>(ReduceKind::kReducePush)]);
-      const std::size_t shard = static_cast<std::size_t>(comm.index) * p.shard;
-      const std::size_t shard_end = shard + p.shard < p.count ? shard + p.shard : p.count;
+      std::size_t shard, shard_end;
+      shard_of<T>(p.count, comm.team.size, comm.index, shard, shard_end);
       const std::size_t at = shard + first;
       if (at < shard_end) {
         T* out = comm.ctx.translate(root_dst(comm, p.root, dst), comm.world_rank(p.root));
